@@ -1,0 +1,1 @@
+"""One module per `autokernel` sub-command: HELP, add_arguments(parser), run(args) -> int."""

@@ -1,0 +1,85 @@
+"""What the harness and the timer report about a candidate; plain dataclasses that go to JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+# The five stages, in order. A candidate must pass all of them before it is timed.
+STAGES = ("smoke", "shape_sweep", "stability", "determinism", "edge_cases")
+
+# Stage status values. crash/timeout mean the worker process died or hung on this stage.
+PASS, FAIL, CRASH, TIMEOUT, SKIPPED, RUNNING, PENDING = "pass", "fail", "crash", "timeout", "skipped", "running", "pending"
+
+
+@dataclass
+class StageOutcome:
+    name: str
+    status: str  # pass | fail | crash | timeout | skipped
+    detail: str = ""  # plain reason on failure; what was covered on success
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "status": self.status, "detail": self.detail, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class CheckReport:
+    """The verdict of the five stages on one candidate."""
+
+    kernel: str
+    backend: str
+    device: str
+    candidate: str  # path or label
+    stages: list[StageOutcome] = field(default_factory=list)
+    error: str = ""  # why the candidate could not even be loaded (syntax error, missing kernel_fn, ...)
+
+    @property
+    def passed(self) -> bool:
+        return len(self.stages) == len(STAGES) and all(s.passed for s in self.stages) and not self.error
+
+    @property
+    def first_failure(self) -> StageOutcome | None:
+        return next((s for s in self.stages if not s.passed and s.status != SKIPPED), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "kernel": self.kernel,
+            "backend": self.backend,
+            "device": self.device,
+            "candidate": self.candidate,
+            "error": self.error,
+            "stages": [s.to_json() for s in self.stages],
+        }
+
+
+@dataclass
+class BenchRecord:
+    """One timed (kernel, shape, dtype): the candidate, eager and torch.compile, measured in one run."""
+
+    kernel: str
+    backend: str
+    shape: dict
+    dtype: str
+    device_name: str
+    kernel_ms: float
+    eager_ms: float
+    compile_ms: float | None
+    metric: str  # GB/s | TFLOP/s
+    achieved: float  # in metric units
+    ceiling: float  # the device's measured ceiling in the same units
+    fraction_of_ceiling: float
+    speedup_eager: float
+    speedup_compile: float | None
+    meaningful: bool  # False on CPU: the interpreter's times say nothing about a GPU
+    eager_achieved: float = 0.0
+    compile_achieved: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

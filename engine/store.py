@@ -1,0 +1,231 @@
+"""The session store: SQLite through sqlite-utils, in WAL mode, one database per user.
+
+A session is a row in `sessions` plus its ordered `events`. Each event is appended in its own
+transaction, so a crash or Ctrl-C at any moment leaves every earlier event readable and no
+half-written row; a session whose process died while `running` reads back as `interrupted`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import sqlite_utils
+
+from .errors import UserError
+from .events import Event, SessionStarted
+
+SCHEMA_VERSION = 1
+
+
+def default_db_path() -> Path:
+    """`$AUTOKERNEL_DB`, else `$XDG_DATA_HOME/autokernel/sessions.db` (`~/.local/share/...`)."""
+    if os.environ.get("AUTOKERNEL_DB"):
+        return Path(os.environ["AUTOKERNEL_DB"]).expanduser()
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "autokernel" / "sessions.db"
+
+
+def new_session_id() -> str:
+    """Readable and sortable by time: 20261122-183000-a3f9."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def _pid_alive(pid: int | None, host: str | None) -> bool:
+    """Whether the process that owns a `running` session still exists (another host: assume so)."""
+    if not pid:
+        return False
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Store:
+    """Thread-safe handle on one session database (the engine thread and the UI share it)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else default_db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        except (OSError, sqlite3.Error) as e:
+            raise UserError(f"cannot open session database {self.path}: {e}") from e
+        self._lock = threading.RLock()
+        self.db = sqlite_utils.Database(conn)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"{self.path} is not a usable session database: {e}") from e
+        self._next_seq: dict[str, int] = {}
+
+    # -- schema -----------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self._lock, self.db.conn:
+            if "meta" not in self.db.table_names():
+                self.db["meta"].create({"key": str, "value": str}, pk="key")
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise UserError(
+                    f"{self.path} was written by a newer autokernel (schema {version} > {SCHEMA_VERSION}); upgrade autokernel-tui"
+                )
+            if version < 1:
+                self.db["sessions"].create(
+                    {
+                        "id": str, "kind": str, "model": str, "device": str, "device_name": str,
+                        "agent": str, "status": str, "created": float, "updated": float,
+                        "pid": int, "host": str, "config": str, "summary": str,
+                    },
+                    pk="id", if_not_exists=True,
+                )
+                self.db["events"].create(
+                    {"session_id": str, "seq": int, "ts": float, "type": str, "payload": str},
+                    pk=("session_id", "seq"), if_not_exists=True,
+                )
+                self.db["events"].create_index(["session_id", "type"], if_not_exists=True)
+                self.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
+
+    # -- writing ----------------------------------------------------------------------------
+    def create_session(self, started: SessionStarted, session_id: str | None = None) -> str:
+        """Insert the session row and its first event in one transaction."""
+        sid = session_id or new_session_id()
+        now = time.time()
+        with self._lock, self.db.conn:
+            self.db["sessions"].insert(
+                {
+                    "id": sid, "kind": started.kind, "model": started.model, "device": started.device,
+                    "device_name": started.device_name, "agent": started.agent, "status": "running",
+                    "created": now, "updated": now, "pid": os.getpid(), "host": socket.gethostname(),
+                    "config": json.dumps(started.config, default=str), "summary": "{}",
+                }
+            )
+            self._insert_event(sid, started)
+        return sid
+
+    def append(self, session_id: str, event: Event) -> int:
+        """Append one event atomically; returns its sequence number."""
+        with self._lock, self.db.conn:
+            seq = self._insert_event(session_id, event)
+            self.db.execute("UPDATE sessions SET updated=? WHERE id=?", [event.ts, session_id])
+        return seq
+
+    def _insert_event(self, session_id: str, event: Event) -> int:
+        seq = self._next_seq.get(session_id)
+        if seq is None:
+            row = self.db.execute("SELECT MAX(seq) FROM events WHERE session_id=?", [session_id]).fetchone()
+            seq = (row[0] or 0) + 1
+        self.db["events"].insert(
+            {"session_id": session_id, "seq": seq, "ts": event.ts, "type": event.type,
+             "payload": json.dumps(event.payload(), default=str)}
+        )
+        self._next_seq[session_id] = seq + 1
+        return seq
+
+    def reopen_session(self, session_id: str) -> None:
+        """Mark a stopped or interrupted session as running again in this process (resume)."""
+        with self._lock, self.db.conn:
+            self.db.execute(
+                "UPDATE sessions SET status='running', pid=?, host=?, updated=? WHERE id=?",
+                [os.getpid(), socket.gethostname(), time.time(), session_id],
+            )
+        self._next_seq.pop(session_id, None)
+
+    def finish_session(self, session_id: str, status: str, summary: dict | None = None) -> None:
+        with self._lock, self.db.conn:
+            self.db.execute(
+                "UPDATE sessions SET status=?, summary=?, updated=? WHERE id=?",
+                [status, json.dumps(summary or {}, default=str), time.time(), session_id],
+            )
+
+    # -- reading ----------------------------------------------------------------------------
+    def sessions(self, kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """Sessions newest first; a `running` session whose process is gone reads as `interrupted`."""
+        sql = "SELECT s.*, (SELECT COUNT(*) FROM events e WHERE e.session_id = s.id) AS n_events FROM sessions s"
+        args: list[Any] = []
+        if kind:
+            sql += " WHERE kind=?"
+            args.append(kind)
+        sql += " ORDER BY created DESC, id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            rows = [dict(r) for r in self.db.query(sql, args)]
+        return [self._decorate(r) for r in rows]
+
+    def _decorate(self, row: dict[str, Any]) -> dict[str, Any]:
+        row["config"] = json.loads(row.get("config") or "{}")
+        row["summary"] = json.loads(row.get("summary") or "{}")
+        if row["status"] == "running" and not _pid_alive(row.get("pid"), row.get("host")):
+            row["status"] = "interrupted"
+        return row
+
+    def session(self, ref: str) -> dict[str, Any]:
+        """A session by id, unique id prefix, or `latest`; UserError if there is none."""
+        with self._lock:
+            if ref == "latest":
+                rows = list(self.db.query("SELECT * FROM sessions ORDER BY created DESC, id DESC LIMIT 1"))
+            else:
+                rows = list(self.db.query("SELECT * FROM sessions WHERE id=?", [ref]))
+                if not rows:
+                    rows = list(self.db.query("SELECT * FROM sessions WHERE id LIKE ? ORDER BY created DESC", [ref + "%"]))
+        if not rows:
+            raise UserError(f"no session {ref!r} in {self.path} (see `autokernel sessions`)")
+        if len(rows) > 1:
+            raise UserError(f"session prefix {ref!r} is ambiguous: " + ", ".join(r["id"] for r in rows[:5]))
+        return self._decorate(dict(rows[0]))
+
+    def events(self, session_id: str, types: Iterable[str] | None = None, after_seq: int = 0) -> list[tuple[int, Event]]:
+        """The session's events in order, as typed objects."""
+        sql = "SELECT seq, ts, type, payload FROM events WHERE session_id=? AND seq>?"
+        args: list[Any] = [session_id, after_seq]
+        if types:
+            types = list(types)
+            sql += " AND type IN (%s)" % ",".join("?" * len(types))
+            args += types
+        sql += " ORDER BY seq"
+        with self._lock:
+            rows = self.db.execute(sql, args).fetchall()
+        return [(seq, Event.from_row(t, json.loads(p), ts)) for seq, ts, t, p in rows]
+
+    def iter_events(self, session_id: str) -> Iterator[Event]:
+        for _, e in self.events(session_id):
+            yield e
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.conn.close()
+
+
+class Recorder:
+    """Writes a session's events to the store, then hands each to the listeners (store first)."""
+
+    def __init__(self, store: Store, session_id: str, listeners: Iterable = ()):  # listeners: Callable[[Event], None]
+        self.store = store
+        self.session_id = session_id
+        self.listeners = list(listeners)
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> Event:
+        with self._lock:
+            self.store.append(self.session_id, event)
+            for listener in list(self.listeners):
+                listener(event)
+        return event
+
+    def __call__(self, event: Event) -> Event:
+        return self.emit(event)

@@ -1,0 +1,113 @@
+"""What a kernel type is, described once: the contract every candidate kernel is judged against.
+
+A spec names the function a candidate must define (`kernel_fn` with `signature`), the PyTorch
+reference it must match, how to make inputs for any shape, dtype and numerical regime, the shapes
+it is tested and timed on, the bytes and FLOPs a shape costs (for the speed-of-light floor) and
+the tolerance per dtype. The harness, the benchmark, the profiler's floors and the agents all read
+the same object, so a kernel type is added in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+
+Shape = Mapping[str, int]
+
+# Regimes the stability stage feeds a kernel. "normal" is what every other stage uses.
+INPUT_MODES = ("normal", "large", "tiny", "mixed", "constant")
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
+
+
+def random_tensor(
+    shape: Sequence[int], dtype: torch.dtype, device: Any, gen: torch.Generator, mode: str = "normal"
+) -> torch.Tensor:
+    """A tensor in one of the numerical regimes (`INPUT_MODES`), drawn from `gen` (never zeros).
+
+    large: values near 1e4 (overflows exp() without a max subtraction); tiny: near 1e-6;
+    mixed: each row scaled by 10^U(-3, 3); constant: one repeated non-zero value.
+    """
+    t = torch.randn(*shape, generator=gen, dtype=torch.float32)
+    if mode == "large":
+        t = t * 1e4 if dtype == torch.float32 else t * 3e3  # fp16 tops out at 65504
+    elif mode == "tiny":
+        t = t * 1e-6
+    elif mode == "mixed":
+        lead = shape[:-1] if len(shape) > 1 else (1,)
+        scale = torch.pow(10.0, torch.empty(*lead, 1, dtype=torch.float32).uniform_(-3, 3, generator=gen))
+        t = t * scale.reshape(*shape[:-1], 1) if len(shape) > 1 else t * scale.reshape(1)
+    elif mode == "constant":
+        t = torch.full(tuple(shape), float(torch.rand((), generator=gen) * 2 + 0.5), dtype=torch.float32)
+    elif mode != "normal":
+        raise ValueError(f"unknown input mode {mode!r}")
+    return t.to(dtype=dtype, device=device)
+
+
+def noncontiguous_like(t: torch.Tensor) -> torch.Tensor:
+    """The same values as `t`, as a non-contiguous view (every other column of a wider buffer)."""
+    if t.dim() == 0:
+        return t
+    wide = torch.empty(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype, device=t.device)
+    wide.normal_()
+    view = wide[..., ::2]
+    view.copy_(t)
+    return view
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel type (see module docstring). Callables take plain Python/torch values."""
+
+    name: str
+    signature: str  # e.g. "kernel_fn(x, weight, eps=1e-6)"
+    summary: str  # one line: what it computes
+    reference: Callable[..., torch.Tensor]  # PyTorch reference, same signature as kernel_fn
+    make_inputs: Callable[[Shape, torch.dtype, Any, torch.Generator, str], tuple]  # (shape, dtype, device, gen, mode) -> args
+    bytes_moved: Callable[[Shape, torch.dtype], int]  # fewest bytes through device memory
+    flops: Callable[[Shape, torch.dtype], int]
+    metric: str  # "GB/s" (memory-bound) or "TFLOP/s" (compute-bound)
+    smoke_shape: Shape
+    sweep_shapes: tuple[Shape, ...]  # tiny to LLM scale, non-powers of two included
+    edge_shapes: tuple[Shape, ...]  # sizes of 1, odd, non-power-of-two
+    bench_shapes: tuple[Shape, ...]  # what `autokernel bench` times on a GPU
+    tolerances: Mapping[torch.dtype, tuple[float, float]]  # dtype -> (atol, rtol), compared in float64
+    dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+    # How a call in a user's model maps to this spec's shape (profiling, integration).
+    shape_from_args: Callable[..., Shape] | None = None
+    # Positions of args that are data tensors (get the regime of `mode`, may be made non-contiguous).
+    data_args: tuple[int, ...] = (0,)
+    # Aten ops that compute this kernel's result; a candidate that calls one is calling the reference.
+    forbidden_ops: frozenset[str] = frozenset()
+    starters: Mapping[str, Path] = field(default_factory=dict)  # backend -> candidate file
+    notes: str = ""  # kernel-specific facts shown to agents (layout, what to fuse)
+
+    @property
+    def backends(self) -> list[str]:
+        return sorted(self.starters)
+
+    def elements(self, shape: Shape) -> int:
+        """Rough problem size, used to keep the CPU interpreter on small shapes."""
+        n = 1
+        for v in shape.values():
+            if isinstance(v, bool):
+                continue
+            n *= max(int(v), 1)
+        return n
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        return self.tolerances[dtype]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "backends": self.backends, "signature": self.signature, "metric": self.metric}

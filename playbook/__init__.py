@@ -1,0 +1,1 @@
+"""autokernel.playbook"""
