@@ -66,6 +66,16 @@ def noncontiguous_like(t: torch.Tensor) -> torch.Tensor:
     return view
 
 
+def starters_beside(init_file: str) -> dict[str, Path]:
+    """The starter candidates in a kernel's folder: `starter_<backend>.py` -> {backend: path}.
+
+    Discovery instead of a hand-kept dict, so the Triton and CUDA starters of a type can be added
+    by different people without touching the spec.
+    """
+    folder = Path(init_file).resolve().parent
+    return {p.stem.removeprefix("starter_"): p for p in sorted(folder.glob("starter_*.py"))}
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """One kernel type (see module docstring). Callables take plain Python/torch values."""
