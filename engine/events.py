@@ -98,6 +98,7 @@ class IdeaProposed(Event):
     title: str = ""
     hypothesis: str = ""
     parent_id: str | None = None
+    round: int = 0  # the search round on this target (seeds of round n come from rounds < n)
 
 
 @dataclass
@@ -114,6 +115,7 @@ class CandidateWritten(Event):
     parent_id: str | None = None
     source: str = ""
     diff: str = ""
+    params: dict = field(default_factory=dict)  # the variant's parameters (agents read them back)
 
 
 @dataclass
@@ -178,7 +180,7 @@ class TargetDone(Event):
     target: str = ""
     best_candidate_id: str | None = None
     best_speedup: float = 0.0
-    reason: str = ""  # plateau | budget | skipped | exhausted
+    reason: str = ""  # plateau | budget | skipped | exhausted | failed (the starter failed its checks)
 
 
 @dataclass

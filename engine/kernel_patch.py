@@ -1,0 +1,354 @@
+"""Swap fast kernels into a PyTorch model, where (and only where) a call matches a kernel's contract.
+
+Standalone on purpose: this file imports nothing but torch, because `autokernel export` copies it
+verbatim into the exported package (as `_patch.py`), so the exported `patch(model)` behaves exactly
+as the integration that was checked.
+
+Two ways in:
+- module replacement: the `forward` of a module whose job is one kernel type is replaced: RMSNorm
+  modules (a 1-D `weight` and `eps`/`variance_epsilon`), `nn.LayerNorm`, SwiGLU MLP modules
+  (gate/up/down or w1/w3/w2 linears without bias);
+- function replacement: a TorchFunctionMode, active only during the patched model's forward, routes
+  softmax over the last dim, scaled_dot_product_attention, cross_entropy, matmuls and F.linear
+  (so every nn.Linear) to the kernels.
+A call that does not fit (wrong dtype, dims, flags) falls through to PyTorch. The first call of each
+(site, shapes, dtype) is also run through PyTorch and compared within the kernel's tolerance; a
+kernel that disagrees is never used at that site again, so a wrong match cannot change the output.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_DEFAULT_TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
+FUNCTION_KINDS = ("softmax", "flash_attention", "cross_entropy", "matmul")
+
+
+class KernelEntry:
+    """One kept kernel: its `kernel_fn`, the dtypes it was checked on, and its tolerances."""
+
+    def __init__(self, kind, fn, dtypes=None, tolerances=None):
+        self.kind = kind
+        self.fn = fn
+        names = dtypes if dtypes else list(_DTYPES)
+        self.dtypes = {_DTYPES[d] if isinstance(d, str) else d for d in names}
+        self.tol = dict(_DEFAULT_TOL)
+        for k, v in (tolerances or {}).items():
+            self.tol[_DTYPES[k] if isinstance(k, str) else k] = tuple(v)
+
+    def accepts(self, *tensors):
+        return all(isinstance(t, torch.Tensor) and t.dtype in self.dtypes for t in tensors)
+
+
+class PatchStats:
+    """What the patch did: modules swapped, calls that went to a kernel, fall-throughs, mismatches."""
+
+    def __init__(self):
+        self.modules = defaultdict(int)
+        self.calls = defaultdict(int)
+        self.fallbacks = defaultdict(int)
+        self.mismatches = defaultdict(list)
+
+    def as_list(self, kinds):
+        return [{"kind": k, "modules": self.modules[k], "calls": self.calls[k], "fallbacks": self.fallbacks[k],
+                 "mismatches": list(self.mismatches[k])} for k in kinds]
+
+
+def _close(out, ref, tol):
+    if not isinstance(out, torch.Tensor) or not isinstance(ref, torch.Tensor):
+        return False, "not a tensor"
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return False, f"got {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} {ref.dtype}"
+    atol, rtol = tol.get(ref.dtype, (1e-4, 1e-4))
+    o, r = out.detach().double(), ref.detach().double()
+    err = (o - r).abs()
+    bad = err > atol + rtol * r.abs()
+    if bool(torch.isnan(o).ne(torch.isnan(r)).any()) or bool(bad.any()):
+        return False, f"max abs error {float(err.nan_to_num(float('inf')).max()):.3g} (atol {atol}, rtol {rtol})"
+    return True, ""
+
+
+def _signature(args):
+    return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+class _Site:
+    """A place a kernel may be used (a module or a function): remembers which calls were verified."""
+
+    def __init__(self, entry, stats, name, verify):
+        self.entry, self.stats, self.name, self.verify = entry, stats, name, verify
+        self.good, self.bad = set(), set()
+
+    def call(self, key, run_kernel, run_reference):
+        kind = self.entry.kind
+        if key in self.bad:
+            self.stats.fallbacks[kind] += 1
+            return run_reference()
+        if self.verify and key not in self.good:
+            ref = run_reference()
+            try:
+                out = run_kernel()
+                ok, why = _close(out, ref, self.entry.tol)
+            except Exception as e:  # a kernel that raises here is a mismatch, never the model's crash
+                ok, why = False, f"{type(e).__name__}: {e}"
+            if not ok:
+                self.bad.add(key)
+                self.stats.mismatches[kind].append(f"{self.name}: {why}")
+                self.stats.fallbacks[kind] += 1
+                return ref
+            self.good.add(key)
+            self.stats.calls[kind] += 1
+            return out
+        self.stats.calls[kind] += 1
+        return run_kernel()
+
+
+# -- module replacement ------------------------------------------------------------------------------
+def _rmsnorm_eps(m):
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        v = getattr(m, name, None)
+        if isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
+def _is_rmsnorm(m):
+    w = getattr(m, "weight", None)
+    return ("rmsnorm" in type(m).__name__.lower() and isinstance(w, torch.Tensor) and w.dim() == 1
+            and (_rmsnorm_eps(m) is not None or isinstance(m, getattr(nn, "RMSNorm", ()))))
+
+
+def _mlp_linears(m):
+    for names in (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"), ("gate", "up", "down")):
+        parts = [getattr(m, n, None) for n in names]
+        if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
+            return parts
+    return None
+
+
+def _module_plan(model, kernels):
+    """(module name, module, kind) for each module one of the kernels can stand in for."""
+    plan, claimed = [], set()
+    for name, m in model.named_modules():
+        if any(name == c or name.startswith(c + ".") for c in claimed):
+            continue  # inside a module already swapped whole (e.g. the linears of a fused MLP)
+        kind = None
+        if "rmsnorm" in kernels and _is_rmsnorm(m):
+            kind = "rmsnorm"
+        elif "layernorm" in kernels and isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1 \
+                and m.weight is not None:
+            kind = "layernorm"
+        elif "fused_mlp" in kernels and _mlp_linears(m) is not None:
+            kind = "fused_mlp"
+        if kind:
+            plan.append((name, m, kind))
+            claimed.add(name)
+    return plan
+
+
+def _rows(x, cols):
+    return x.reshape(-1, cols).contiguous()
+
+
+class _Transposed:
+    """Caches weight.T made contiguous ([in, out], the matmul kernel's `b`) until the weight changes."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def __call__(self, w):
+        key = (w.data_ptr(), w._version, tuple(w.shape), w.dtype)
+        hit = self.cache.get(id(w))
+        if hit is None or hit[0] != key:
+            hit = (key, w.detach().t().contiguous())
+            self.cache[id(w)] = hit
+        return hit[1]
+
+
+def _swap_module(name, m, kind, entry, stats, verify):
+    site = _Site(entry, stats, name or type(m).__name__, verify)
+    original = m.forward
+
+    if kind == "rmsnorm":
+        eps = _rmsnorm_eps(m)
+
+        def forward(x, *rest, **kw):
+            w = m.weight
+            e = eps if eps is not None else torch.finfo(x.dtype).eps
+            if rest or kw or not entry.accepts(x) or x.shape[-1] != w.numel():
+                stats.fallbacks[kind] += 1
+                return original(x, *rest, **kw)
+            return site.call(_signature((x, w)),
+                             lambda: entry.fn(_rows(x, w.numel()), w, e).reshape(x.shape),
+                             lambda: original(x))
+    elif kind == "layernorm":
+        def forward(x, *rest, **kw):
+            w, b = m.weight, m.bias
+            if rest or kw or not entry.accepts(x) or x.shape[-1] != w.numel():
+                stats.fallbacks[kind] += 1
+                return original(x, *rest, **kw)
+            bias = b if b is not None else torch.zeros_like(w)
+            return site.call(_signature((x, w)),
+                             lambda: entry.fn(_rows(x, w.numel()), w, bias, m.eps).reshape(x.shape),
+                             lambda: original(x))
+    elif kind == "fused_mlp":
+        gate, up, down = _mlp_linears(m)
+
+        def forward(x, *rest, **kw):
+            if rest or kw or not entry.accepts(x) or x.shape[-1] != gate.in_features:
+                stats.fallbacks[kind] += 1
+                return original(x, *rest, **kw)
+            return site.call(
+                _signature((x, gate.weight)),
+                lambda: entry.fn(_rows(x, gate.in_features), gate.weight, up.weight, down.weight)
+                .reshape(*x.shape[:-1], down.out_features),
+                lambda: original(x))
+    else:
+        return False
+    m.forward = forward
+    stats.modules[kind] += 1
+    return True
+
+
+# -- function replacement ----------------------------------------------------------------------------
+class KernelMode(TorchFunctionMode):
+    """Routes matching functional calls to the kept kernels while the patched forward runs."""
+
+    def __init__(self, kernels, stats, verify=True, transposed=None):
+        super().__init__()
+        self.kernels, self.stats, self.verify = kernels, stats, verify
+        self.transposed = transposed or _Transposed()
+        self.sites = {}
+        self.routes = {}
+        if "softmax" in kernels:
+            for f in (F.softmax, torch.softmax, torch.Tensor.softmax):
+                self.routes[f] = self._softmax
+        if "flash_attention" in kernels:
+            self.routes[F.scaled_dot_product_attention] = self._sdpa
+        if "cross_entropy" in kernels:
+            self.routes[F.cross_entropy] = self._cross_entropy
+        if "matmul" in kernels:
+            for f in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm):
+                self.routes[f] = self._matmul
+            self.routes[F.linear] = self._linear
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        route = self.routes.get(func)
+        if route is not None:
+            out = route(func, args, kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+    def _site(self, kind, name):
+        site = self.sites.get(name)
+        if site is None:
+            site = self.sites[name] = _Site(self.kernels[kind], self.stats, name, self.verify)
+        return site
+
+    def _fallback(self, kind):
+        self.stats.fallbacks[kind] += 1
+        return NotImplemented
+
+    def _softmax(self, func, args, kwargs):
+        entry = self.kernels["softmax"]
+        x = args[0] if args else kwargs.get("input")
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if len(args) > 2 or kwargs.get("dtype") is not None or not entry.accepts(x) or x.dim() < 1 \
+                or dim not in (-1, x.dim() - 1):
+            return self._fallback("softmax")
+        return self._site("softmax", "softmax").call(
+            _signature((x,)), lambda: entry.fn(_rows(x, x.shape[-1])).reshape(x.shape),
+            lambda: func(*args, **kwargs))
+
+    def _sdpa(self, func, args, kwargs):
+        entry = self.kernels["flash_attention"]
+        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        q, k, v = a.get("query"), a.get("key"), a.get("value")
+        extra = set(a) - set(names)
+        scale = a.get("scale")
+        if extra or a.get("attn_mask") is not None or a.get("dropout_p", 0.0) or not entry.accepts(q, k, v) \
+                or q.dim() != 4 or q.shape != k.shape or q.shape != v.shape or a.get("enable_gqa") \
+                or (scale is not None and abs(scale - 1 / math.sqrt(q.shape[-1])) > 1e-12):
+            return self._fallback("flash_attention")
+        causal = bool(a.get("is_causal", False))
+        return self._site("flash_attention", "scaled_dot_product_attention").call(
+            _signature((q, k, v, causal)),
+            lambda: entry.fn(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal),
+            lambda: func(*args, **kwargs))
+
+    def _cross_entropy(self, func, args, kwargs):
+        entry = self.kernels["cross_entropy"]
+        names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+                 "label_smoothing")
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        x, t = a.get("input"), a.get("target")
+        if a.get("weight") is not None or a.get("size_average") is not None or a.get("reduce") is not None \
+                or a.get("reduction", "mean") != "mean" or a.get("label_smoothing", 0.0) \
+                or not entry.accepts(x) or x.dim() != 2 or not isinstance(t, torch.Tensor) \
+                or t.dim() != 1 or t.dtype not in (torch.int64, torch.int32) \
+                or bool((t == a.get("ignore_index", -100)).any()):
+            return self._fallback("cross_entropy")
+        return self._site("cross_entropy", "cross_entropy").call(
+            _signature((x, t)), lambda: entry.fn(x.contiguous(), t.contiguous()).to(x.dtype),
+            lambda: func(*args, **kwargs))
+
+    def _matmul(self, func, args, kwargs):
+        entry = self.kernels["matmul"]
+        if kwargs or len(args) != 2:
+            return self._fallback("matmul")
+        a, b = args
+        if not entry.accepts(a, b) or a.dtype != b.dtype or b.dim() != 2 or a.dim() < 2 or a.shape[-1] != b.shape[0]:
+            return self._fallback("matmul")
+        return self._site("matmul", "matmul").call(
+            _signature((a, b)),
+            lambda: entry.fn(_rows(a, a.shape[-1]), b.contiguous()).reshape(*a.shape[:-1], b.shape[1]),
+            lambda: func(*args, **kwargs))
+
+    def _linear(self, func, args, kwargs):
+        entry = self.kernels["matmul"]
+        a = dict(zip(("input", "weight", "bias"), args))
+        a.update(kwargs)
+        x, w, bias = a.get("input"), a.get("weight"), a.get("bias")
+        if set(a) - {"input", "weight", "bias"} or not entry.accepts(x, w) or x.dtype != w.dtype \
+                or w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
+            return self._fallback("matmul")
+
+        def run():
+            y = entry.fn(_rows(x, w.shape[1]), self.transposed(w)).reshape(*x.shape[:-1], w.shape[0])
+            return y + bias if bias is not None else y
+        return self._site("matmul", "linear").call(_signature((x, w)), run, lambda: func(*args, **kwargs))
+
+
+def patch(model, kernels, verify=True):
+    """Swap `kernels` ({kind: KernelEntry or kernel_fn}) into `model` in place; returns PatchStats.
+
+    Module-level swaps are permanent; the functional routes are active only inside the model's
+    forward (its `forward` is wrapped in the KernelMode), so nothing outside the model is touched.
+    """
+    table = {k: (v if isinstance(v, KernelEntry) else KernelEntry(k, v)) for k, v in kernels.items()}
+    stats = PatchStats()
+    for name, m, kind in _module_plan(model, table):
+        _swap_module(name, m, kind, table[kind], stats, verify)
+    functional = {k: e for k, e in table.items() if k in FUNCTION_KINDS}
+    if functional:
+        inner = model.forward
+        mode = KernelMode(functional, stats, verify)
+
+        def forward(*args, **kw):
+            with mode:
+                return inner(*args, **kw)
+        model.forward = forward
+    model._kernel_patch_stats = stats
+    return stats

@@ -1,0 +1,363 @@
+"""The branching search over one target: baseline, then rounds of ideas and variants, keep the best.
+
+Round after round the best few kernels of the pool are the seeds; the agent proposes ideas for each
+seed, every variant of an idea is one experiment (written, checked in five stages, timed if it
+passed, then kept or discarded). A candidate is better only if it beats the best by more than the
+noise margin; in `ask` mode it waits for the person first. The target ends on a plateau, when the
+agent has nothing new, when a budget runs out, or when the person skips it. Every step is an event
+and the loop reads its state back from the fold of those events (`search_state`), so a resumed
+session goes on from the last event written.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import events as ev
+from .agents.base import AgentContext, Idea, Variant
+from .control import LoopControl
+from .results import STAGES
+from .search_state import CandidateRecord, SearchState, TargetState
+
+
+@dataclass
+class SearchLimits:
+    """How far the search may go. None means no limit."""
+
+    max_experiments: int | None = None  # whole session, starters included
+    budget_s: float | None = None  # wall time of this run
+    max_cost_usd: float | None = None  # LLM spend, whole session
+    plateau: int = 10  # experiments without a new best before moving on
+    noise_margin: float = 0.02  # a candidate must be this much faster than the best to count
+    seeds: int = 2  # how many of the pool seed each round
+    pool_size: int = 6
+    max_ideas: int = 3
+    max_variants: int = 3
+
+
+class StopLoop(Exception):
+    """Raised inside the loop when the person stopped it (the session ends as `stopped`)."""
+
+
+@dataclass
+class SearchContext:
+    """What one target's search needs from the session around it."""
+
+    state: SearchState
+    emit: Callable[[ev.Event], ev.Event]
+    agent: Any
+    agent_name: str
+    worker: Any
+    control: LoopControl
+    limits: SearchLimits
+    device: str
+    device_name: str
+    workdir: Path
+    started_at: float = field(default_factory=time.monotonic)
+    hint: str = ""
+    _seen_usage: tuple[int, int, float] = (0, 0, 0.0)
+
+    def budget_reason(self) -> str | None:
+        """Why the session's budget is spent, or None while it is not."""
+        lim = self.limits
+        if lim.max_experiments is not None and self.state.experiments >= lim.max_experiments:
+            return f"max experiments ({lim.max_experiments}) reached"
+        if lim.budget_s is not None and time.monotonic() - self.started_at >= lim.budget_s:
+            return f"wall-time budget ({lim.budget_s:.0f} s) spent"
+        if lim.max_cost_usd is not None and self.state.cost_usd >= lim.max_cost_usd:
+            return f"LLM cost budget (${lim.max_cost_usd:.2f}) spent"
+        return None
+
+
+def _usage_of(agent: Any) -> tuple[int, int, float]:
+    """The agent's cumulative (prompt tokens, completion tokens, USD) if it counts them."""
+    usage = getattr(agent, "usage", None)
+    if callable(usage):
+        usage = usage()
+    if isinstance(usage, dict):
+        return (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                float(usage.get("cost_usd") or usage.get("cost") or 0.0))
+    if usage is not None and hasattr(usage, "cost_usd"):
+        return (int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0),
+                float(usage.cost_usd or 0.0))
+    return (0, 0, float(getattr(agent, "cost_usd", 0.0) or 0.0))
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()
+
+
+def candidate_path(workdir: Path, c: CandidateRecord, starter_path: Path | None) -> Path:
+    """Where a candidate's file lives: starters run from their own folder (a CUDA starter finds its
+    `.cu` beside it); every other candidate is written under the session's work dir (rewritten from
+    the stored source if the directory was lost)."""
+    if c.is_starter and starter_path is not None and starter_path.exists() \
+            and starter_path.read_text() == c.source:
+        return starter_path
+    path = workdir / f"{c.candidate_id}.py"
+    if not path.exists() or path.read_text() != c.source:
+        workdir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(c.source)
+        tmp.replace(path)
+    return path
+
+
+class TargetSearch:
+    """Searches one target until plateau, exhaustion, budget, skip or stop."""
+
+    def __init__(self, ctx: SearchContext, target: TargetState, spec: Any):
+        self.ctx = ctx
+        self.t = target
+        self.spec = spec
+        self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self) -> str:
+        """Returns the TargetDone reason (after emitting it), or raises StopLoop."""
+        t, ctx = self.t, self.ctx
+        for c in t.unfinished():  # written before a crash or a stop: finish them first
+            self._check_controls()
+            self._evaluate(c)
+        if t.starter is None:
+            self._check_controls(budget=True)
+            self._run_starter()
+        starter = t.starter
+        if starter is not None and not starter.passed:
+            return self._done("failed", f"the starter failed its checks ({starter.failure}); skipping {t.name}")
+        while True:
+            reason = self._check_controls(budget=True)
+            if reason:
+                return reason
+            if t.since_improvement >= ctx.limits.plateau:
+                return self._done("plateau", f"no new best in {t.since_improvement} experiments")
+            queue = self._propose_round()
+            if not queue:
+                return self._done("exhausted", "the agent has no new ideas for this target")
+            for idea, variant, parent in queue:
+                reason = self._check_controls(budget=True)
+                if reason:
+                    return reason
+                if t.since_improvement >= ctx.limits.plateau:
+                    break
+                self._experiment(idea, variant, parent)
+
+    def _check_controls(self, budget: bool = False) -> str | None:
+        """Pause, stop, skip and budgets, looked at between experiments."""
+        ctl = self.ctx.control
+        ctl.wait_while_paused()
+        if ctl.stop_requested:
+            raise StopLoop()
+        if ctl.take_skip():
+            return self._done("skipped", "skipped by the person")
+        if budget:
+            why = self.ctx.budget_reason()
+            if why:
+                return self._done("budget", why)
+        return None
+
+    def _done(self, reason: str, message: str) -> str:
+        best = self.t.best
+        speed = (best.bench or {}).get("speedup_eager", 0.0) if best else 0.0
+        self.ctx.emit(ev.Log(level="info", message=f"{self.t.name}: {message}"))
+        self.ctx.emit(ev.TargetDone(target=self.t.name, best_candidate_id=best.candidate_id if best else None,
+                                    best_speedup=float(speed or 0.0), reason=reason))
+        return reason
+
+    # -- proposing ------------------------------------------------------------------------------
+    def _context(self, seed: CandidateRecord) -> AgentContext:
+        t, lim = self.t, self.ctx.limits
+        best = t.best
+        return AgentContext(
+            kernel=t.name, backend=t.backend, device=self.ctx.device, device_name=self.ctx.device_name,
+            shape=dict(t.shape), dtype=t.dtype, parent_id=seed.candidate_id, parent_source=seed.source,
+            parent_params=dict(seed.params), parent_measurement=seed.measurement(),
+            best=best.measurement() if best else None,
+            pool=[(c.candidate_id, c.measurement()) for c in t.pool(lim.pool_size)],
+            history=t.history(), round=t.rounds, max_ideas=lim.max_ideas, max_variants=lim.max_variants,
+            hint=self.ctx.hint,
+        )
+
+    def _propose_round(self) -> list[tuple[dict, Variant, CandidateRecord]]:
+        """Ask the agent once per seed; the untried variants of its ideas, in order."""
+        t, ctx = self.t, self.ctx
+        pool = t.pool(ctx.limits.pool_size)
+        seeds: list[CandidateRecord] = []
+        for c in ([t.best] if t.best else []) + pool:
+            if c is not None and c not in seeds and len(seeds) < ctx.limits.seeds:
+                seeds.append(c)
+        seen = {_digest(s) for s in t.sources()}
+        queue: list[tuple[dict, Variant, CandidateRecord]] = []
+        round_no = t.rounds
+        for seed in seeds:
+            try:
+                ideas: list[Idea] = list(ctx.agent.propose(self._context(seed)) or [])
+            except Exception as e:  # an agent's failure costs a round, never the session
+                ctx.emit(ev.ErrorEvent(where=f"agent {ctx.agent_name}", message=f"{type(e).__name__}: {e}"))
+                ideas = []
+            self._record_usage()
+            for idea in ideas[: ctx.limits.max_ideas]:
+                slot = {"idea": idea, "id": None, "round": round_no, "parent": seed}
+                for variant in (idea.variants or [])[: ctx.limits.max_variants]:
+                    d = _digest(variant.source)
+                    if d in seen or not variant.source.strip():
+                        continue
+                    seen.add(d)
+                    queue.append((slot, variant, seed))
+        return queue
+
+    def _record_usage(self) -> None:
+        ctx = self.ctx
+        now = _usage_of(ctx.agent)
+        last = ctx._seen_usage
+        if now == last:
+            return
+        ctx._seen_usage = now
+        delta_cost = max(now[2] - last[2], 0.0)
+        ctx.emit(ev.LLMUsage(model=ctx.agent_name, prompt_tokens=max(now[0] - last[0], 0),
+                             completion_tokens=max(now[1] - last[1], 0), cost_usd=delta_cost,
+                             total_cost_usd=ctx.state.cost_usd + delta_cost))
+
+    # -- experiments ----------------------------------------------------------------------------
+    def _next_id(self) -> tuple[int, str]:
+        n = self.ctx.state.experiments + 1
+        return n, f"{self.t.name}-{n:04d}"
+
+    def _run_starter(self) -> None:
+        if self.starter_path is None:
+            raise RuntimeError(f"kernel {self.t.name} has no {self.t.backend} starter")
+        source = self.starter_path.read_text()
+        n, cid = self._next_id()
+        self.ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id="", experiment=n, target=self.t.name,
+                                          backend=self.t.backend, label="starter", parent_id=None,
+                                          source=source, diff="", params={}))
+        self._evaluate(self.t.candidates[cid])
+
+    def _experiment(self, slot: dict, variant: Variant, parent: CandidateRecord) -> None:
+        ctx, t = self.ctx, self.t
+        idea: Idea = slot["idea"]
+        if slot["id"] is None:  # an idea is recorded when its first variant runs
+            slot["id"] = f"idea-{ctx.state.n_ideas + 1:04d}"
+            ctx.emit(ev.IdeaProposed(idea_id=slot["id"], target=t.name, agent=ctx.agent_name, tier=idea.tier,
+                                     tier_name=idea.tier_name, title=idea.title, hypothesis=idea.hypothesis,
+                                     parent_id=parent.candidate_id, round=slot["round"]))
+        n, cid = self._next_id()
+        diff = "".join(difflib.unified_diff(
+            parent.source.splitlines(keepends=True), variant.source.splitlines(keepends=True),
+            fromfile=f"{parent.candidate_id}.py", tofile=f"{cid}.py"))
+        ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id=slot["id"], experiment=n, target=t.name,
+                                     backend=t.backend, label=variant.label or idea.title,
+                                     parent_id=parent.candidate_id, source=variant.source, diff=diff,
+                                     params=dict(variant.params or {})))
+        self._evaluate(t.candidates[cid])
+
+    def _evaluate(self, c: CandidateRecord) -> None:
+        """Check in five stages, time if it passed, then decide; resumes a half-done experiment."""
+        ctx, t = self.ctx, self.t
+        path = candidate_path(ctx.workdir, c, self.starter_path)
+        if c.bench is None:
+            failed_stage = any(st not in ("pass", "running", "pending") for st, _ in c.stages.values())
+            if not c.passed and not failed_stage:
+                self._check(c, path)
+            if not c.passed:
+                ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
+                                     reason=c.failure or "did not pass every stage"))
+                return
+            self._bench(c, path)
+            if c.bench is None:
+                return
+        self._decide(c)
+
+    def _check(self, c: CandidateRecord, path: Path) -> None:
+        ctx, t = self.ctx, self.t
+        reported: set[str] = set()
+
+        def on_stage(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
+            if status in ("pass", "fail", "crash", "timeout", "skipped"):
+                reported.add(stage)
+            ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,
+                                    detail=str(detail or ""), seconds=float(seconds or 0.0)))
+
+        try:
+            report = ctx.worker.check(str(path), kernel=t.name, backend=t.backend, on_stage=on_stage,
+                                      extra_shapes=[dict(t.shape)] if t.shape else None)
+        except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
+            for s in STAGES:
+                if s not in reported:
+                    ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s,
+                                            status="crash" if s == STAGES[0] else "skipped",
+                                            detail=f"worker error: {type(e).__name__}: {e}" if s == STAGES[0] else ""))
+                    break
+            return
+        outcomes = {s.name: s for s in report.stages}
+        for i, s in enumerate(STAGES):
+            if s in reported:
+                continue
+            o = outcomes.get(s)
+            if o is not None:
+                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status=o.status,
+                                        detail=o.detail, seconds=o.seconds))
+            elif report.error and not reported:
+                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status="fail", detail=report.error))
+                break
+        if not report.passed and c.passed:  # the report disagrees with the stages: trust the report
+            ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=STAGES[-1], status="fail",
+                                    detail=report.error or "the harness did not pass this candidate"))
+
+    def _bench(self, c: CandidateRecord, path: Path) -> None:
+        ctx, t = self.ctx, self.t
+        try:
+            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype)
+        except Exception as e:
+            ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
+            ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
+                                 reason=f"timing failed: {e}"))
+            return
+        if not records:
+            ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
+                                 reason="timing returned no record"))
+            return
+        r = records[0]
+        ctx.emit(ev.BenchResult(
+            candidate_id=c.candidate_id, target=t.name, shape=dict(r.shape), dtype=r.dtype,
+            device_name=r.device_name, kernel_ms=r.kernel_ms, eager_ms=r.eager_ms, compile_ms=r.compile_ms,
+            metric=r.metric, achieved=r.achieved, ceiling=r.ceiling, fraction_of_ceiling=r.fraction_of_ceiling,
+            speedup_eager=r.speedup_eager, speedup_compile=r.speedup_compile, meaningful=r.meaningful))
+
+    def _decide(self, c: CandidateRecord) -> None:
+        ctx, t = self.ctx, self.t
+        best = t.best
+        ms = c.kernel_ms
+        label = "" if (c.bench or {}).get("meaningful", True) else " (CPU interpreter: not meaningful)"
+        if c.is_starter or best is None:
+            ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="kept",
+                                 reason=f"baseline: the starter, {ms:.4g} ms{label}" if c.is_starter
+                                 else f"first passing kernel, {ms:.4g} ms{label}"))
+            return
+        limit = best.kernel_ms * (1.0 - ctx.limits.noise_margin)
+        if ms >= limit:
+            ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="discarded",
+                                 reason=f"{ms:.4g} ms is not faster than the best ({best.kernel_ms:.4g} ms) "
+                                        f"by more than {ctx.limits.noise_margin:.0%}{label}"))
+            return
+        gain = best.kernel_ms / ms
+        why = f"{ms:.4g} ms vs best {best.kernel_ms:.4g} ms ({gain:.2f}x){label}"
+        if ctx.control.approval == "ask":
+            ctx.control.open_gate(c.candidate_id, t.name, gain)
+            ctx.emit(ev.AwaitingApproval(candidate_id=c.candidate_id, target=t.name, speedup=gain))
+            result = ctx.control.wait_for_approval()
+            if result is None:
+                raise StopLoop()  # stopped while waiting: undecided, asked again on resume
+            if result.verdict == "rejected":
+                ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="rejected",
+                                     reason="rejected by the person", by=result.by))
+                return
+            ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="kept",
+                                 reason="approved: " + why, by=result.by))
+            return
+        ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="kept", reason="new best: " + why))

@@ -1,0 +1,238 @@
+"""What the search knows, folded from its own events: one reducer for a live run and for a resume.
+
+The loop never keeps state the store does not have: every change it makes is an event, and this
+fold of the events is what it reads back (pool, best, tried ideas, experiment count). A session
+resumed after a crash folds the stored events through the same code, so it continues exactly
+where the last written event left it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import events as ev
+from .agents.base import Measurement, Tried
+from .results import STAGES
+
+TERMINAL = ("pass", "fail", "crash", "timeout", "skipped")
+
+
+@dataclass
+class CandidateRecord:
+    """One experiment: its source, its stage verdicts, its timing and what was decided."""
+
+    candidate_id: str
+    idea_id: str | None
+    experiment: int
+    target: str
+    backend: str
+    label: str
+    parent_id: str | None
+    source: str
+    params: dict
+    stages: dict[str, tuple[str, str]] = field(default_factory=dict)  # stage -> (status, detail)
+    bench: dict[str, Any] | None = None  # BenchResult payload
+    decision: str | None = None  # kept | discarded | rejected | failed
+    decision_by: str = ""
+    reason: str = ""
+    awaiting: bool = False
+
+    @property
+    def is_starter(self) -> bool:
+        return self.idea_id is None
+
+    @property
+    def passed(self) -> bool:
+        return all(self.stages.get(s, ("", ""))[0] == "pass" for s in STAGES)
+
+    @property
+    def failure(self) -> str:
+        for s in STAGES:
+            status, detail = self.stages.get(s, ("pending", ""))
+            if status not in ("pass", "skipped", "pending", "running"):
+                return f"{s}: {status}" + (f": {detail}" if detail else "")
+        return self.reason if self.decision == "failed" else ""
+
+    @property
+    def kernel_ms(self) -> float | None:
+        return self.bench.get("kernel_ms") if self.bench else None
+
+    def measurement(self) -> Measurement:
+        b = self.bench or {}
+        return Measurement(
+            candidate_id=self.candidate_id, label=self.label, passed=self.passed and self.decision != "failed",
+            failure=self.failure, kernel_ms=b.get("kernel_ms"), fraction_of_ceiling=b.get("fraction_of_ceiling"),
+            speedup_eager=b.get("speedup_eager"), speedup_compile=b.get("speedup_compile"), params=dict(self.params),
+        )
+
+
+@dataclass
+class TargetState:
+    """One bottleneck being searched: (kernel type, shape, dtype, backend) and its experiments."""
+
+    name: str
+    row: int
+    shape: dict
+    dtype: str
+    backend: str
+    candidates: dict[str, CandidateRecord] = field(default_factory=dict)
+    ideas: dict[str, ev.IdeaProposed] = field(default_factory=dict)
+    best_id: str | None = None
+    done: str | None = None  # the TargetDone reason once finished
+    since_improvement: int = 0  # experiments since the best last changed
+    rounds: int = 0  # rounds whose ideas were proposed
+
+    @property
+    def best(self) -> CandidateRecord | None:
+        return self.candidates.get(self.best_id) if self.best_id else None
+
+    @property
+    def starter(self) -> CandidateRecord | None:
+        return next((c for c in self.candidates.values() if c.is_starter), None)
+
+    def pool(self, size: int) -> list[CandidateRecord]:
+        """The fastest candidates that passed and were not rejected: the seeds come from here."""
+        ok = [c for c in self.candidates.values()
+              if c.passed and c.bench and c.decision in ("kept", "discarded")]
+        ok.sort(key=lambda c: (c.kernel_ms, c.experiment))
+        return ok[:size]
+
+    def unfinished(self) -> list[CandidateRecord]:
+        """Experiments written but not decided (the process died or was stopped mid-way)."""
+        return [c for c in self.candidates.values() if c.decision is None]
+
+    def history(self) -> list[Tried]:
+        out = []
+        for idea_id, idea in self.ideas.items():
+            results = [c.measurement() for c in self.candidates.values() if c.idea_id == idea_id and c.decision]
+            out.append(Tried(tier=idea.tier, title=idea.title, hypothesis=idea.hypothesis,
+                             parent_id=idea.parent_id, results=results))
+        return out
+
+    def sources(self) -> set[str]:
+        return {c.source for c in self.candidates.values()}
+
+
+@dataclass
+class SearchState:
+    """Everything the loop needs to go on, for the whole session."""
+
+    session_id: str = ""
+    started: ev.SessionStarted | None = None
+    profile: ev.ProfileReady | None = None
+    targets: dict[str, TargetState] = field(default_factory=dict)
+    experiments: int = 0
+    n_ideas: int = 0
+    cost_usd: float = 0.0
+    integration: ev.IntegrationResult | None = None
+    done: ev.SessionDone | None = None
+    last_event_ts: float = 0.0
+
+    @classmethod
+    def from_events(cls, session_id: str, events) -> "SearchState":
+        state = cls(session_id=session_id)
+        for e in events:
+            state.apply(e)
+        return state
+
+    def candidate(self, candidate_id: str) -> CandidateRecord | None:
+        for t in self.targets.values():
+            if candidate_id in t.candidates:
+                return t.candidates[candidate_id]
+        return None
+
+    def current_target(self) -> TargetState | None:
+        return next((t for t in self.targets.values() if t.done is None), None)
+
+    def apply(self, e: ev.Event) -> None:
+        """Fold one event in (the reducer). Unknown and UI-only events change nothing."""
+        self.last_event_ts = max(self.last_event_ts, e.ts)
+        if isinstance(e, ev.SessionStarted):
+            self.started = e
+        elif isinstance(e, ev.ProfileReady):
+            self.profile = e
+        elif isinstance(e, ev.TargetStarted):
+            self.targets.setdefault(e.target, TargetState(e.target, e.row, dict(e.shape), e.dtype, e.backend))
+        elif isinstance(e, ev.IdeaProposed):
+            t = self.targets.get(e.target)
+            if t is not None:
+                t.ideas[e.idea_id] = e
+                t.rounds = max(t.rounds, e.round + 1)
+            self.n_ideas += 1
+        elif isinstance(e, ev.CandidateWritten):
+            t = self.targets.get(e.target)
+            if t is not None:
+                t.candidates[e.candidate_id] = CandidateRecord(
+                    e.candidate_id, e.idea_id or None, e.experiment, e.target, e.backend, e.label,
+                    e.parent_id, e.source, dict(e.params or {}))
+            self.experiments = max(self.experiments, e.experiment)
+        elif isinstance(e, ev.StageResult):
+            c = self.candidate(e.candidate_id)
+            if c is not None:
+                c.stages[e.stage] = (e.status, e.detail)
+        elif isinstance(e, ev.BenchResult):
+            c = self.candidate(e.candidate_id)
+            if c is not None:
+                c.bench = e.payload()
+        elif isinstance(e, ev.AwaitingApproval):
+            c = self.candidate(e.candidate_id)
+            if c is not None:
+                c.awaiting = True
+        elif isinstance(e, ev.Decision):
+            c = self.candidate(e.candidate_id)
+            if c is None:
+                return
+            c.decision, c.decision_by, c.reason, c.awaiting = e.decision, e.by, e.reason, False
+            t = self.targets[c.target]
+            if e.decision == "kept":
+                t.best_id = c.candidate_id
+                t.since_improvement = 0
+            elif not c.is_starter:
+                t.since_improvement += 1
+        elif isinstance(e, ev.TargetDone):
+            t = self.targets.get(e.target)
+            if t is not None:
+                t.done = e.reason or "done"
+        elif isinstance(e, ev.LLMUsage):
+            self.cost_usd = max(self.cost_usd, e.total_cost_usd)
+        elif isinstance(e, ev.IntegrationResult):
+            self.integration = e
+        elif isinstance(e, ev.SessionDone):
+            self.done = e
+
+    def kept(self) -> list[CandidateRecord]:
+        """The best kernel of each target, in the order the targets were searched."""
+        return [t.best for t in self.targets.values() if t.best is not None]
+
+    def summary(self) -> dict[str, Any]:
+        targets = []
+        for t in self.targets.values():
+            best, starter = t.best, t.starter
+            b = (best.bench or {}) if best else {}
+            targets.append({
+                "target": t.name, "shape": t.shape, "dtype": t.dtype, "backend": t.backend,
+                "status": t.done or "in progress",
+                "experiments": len(t.candidates),
+                "best_candidate": best.candidate_id if best else None,
+                "best_label": best.label if best else None,
+                "best_ms": b.get("kernel_ms"),
+                "starter_ms": starter.kernel_ms if starter else None,
+                "eager_ms": b.get("eager_ms"), "compile_ms": b.get("compile_ms"),
+                "speedup_eager": b.get("speedup_eager"), "speedup_compile": b.get("speedup_compile"),
+                "speedup_vs_starter": (starter.kernel_ms / best.kernel_ms)
+                if best and starter and starter.kernel_ms and best.kernel_ms else None,
+                "fraction_of_ceiling": b.get("fraction_of_ceiling"),
+                "meaningful": b.get("meaningful"),
+            })
+        integ = None
+        if self.integration is not None:
+            integ = self.integration.payload()
+        return {
+            "session_id": self.session_id,
+            "experiments": self.experiments,
+            "ideas": self.n_ideas,
+            "cost_usd": round(self.cost_usd, 6),
+            "targets": targets,
+            "integration": integ,
+        }

@@ -1,0 +1,377 @@
+"""One optimize session: profile, search each bottleneck in Amdahl order, integrate, finish.
+
+`OptimizeSession.run()` blocks (the TUI runs it on a thread) and is steered from any thread through
+`pause/resume/stop/skip_target/set_approval/approve/reject`. Every state change is an event written
+to the store before anyone sees it; `SessionConfig(resume=ID)` folds a stopped or crashed session's
+events back into the loop's state and goes on appending to the same session.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import events as ev
+from .control import APPROVAL_MODES, LoopControl
+from .devices import device_name as describe_device
+from .devices import resolve_device
+from .errors import UserError
+from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
+from .search_state import SearchState
+from .store import Recorder, Store
+
+DTYPE_ALIASES = {
+    "float32": "fp32", "torch.float32": "fp32", "float": "fp32", "fp32": "fp32",
+    "float16": "fp16", "torch.float16": "fp16", "half": "fp16", "fp16": "fp16",
+    "bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16",
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel").expanduser()
+
+
+@dataclass
+class SessionConfig:
+    """How a session runs. Limits left at None are unbounded (the TUI's Ctrl-C or `stop` ends it)."""
+
+    model_path: str | None = None  # None: the bundled Llama example
+    device: str | None = None  # cpu | cuda | None (cuda when torch sees one)
+    agent: str = "playbook"  # playbook, or a litellm model string
+    approval: str = "auto"  # auto | ask
+    max_experiments: int | None = None
+    budget_s: float | None = None
+    max_cost_usd: float | None = None
+    size: str | None = None  # small | large: the example's size
+    resume: str | None = None  # a session id (or prefix, or `latest`) to continue
+    backend: str = "triton"
+    plateau: int = 10
+    seeds: int = 2
+    max_ideas: int = 3
+    max_variants: int = 3
+    integrate: bool = True
+    integrate_timeout_s: float = 900.0
+    hint: str = ""
+
+    def limits(self) -> SearchLimits:
+        return SearchLimits(max_experiments=self.max_experiments, budget_s=self.budget_s,
+                            max_cost_usd=self.max_cost_usd, plateau=self.plateau, seeds=self.seeds,
+                            max_ideas=self.max_ideas, max_variants=self.max_variants)
+
+    def validate(self) -> None:
+        if self.approval not in APPROVAL_MODES:
+            raise UserError(f"--approval must be auto or ask, not {self.approval!r}")
+        for name in ("max_experiments", "budget_s", "max_cost_usd"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise UserError(f"{name.replace('_', '-')} must be positive, not {v}")
+        if self.model_path is not None and not Path(self.model_path).is_file():
+            raise UserError(f"model file {self.model_path} does not exist")
+
+
+def make_agent(name: str) -> Any:
+    """The offline playbook agent, or the LLM agent for any other string (imported lazily)."""
+    if name == "playbook":
+        from .agents import playbook
+
+        cls = getattr(playbook, "PlaybookAgent")
+        return cls()
+    try:
+        from .agents.llm import LLMAgent
+    except ImportError as e:
+        raise UserError(f"the LLM agent is not available ({e}); use --agent playbook") from e
+    return LLMAgent(model=name)
+
+
+def row_dict(row: Any) -> dict[str, Any]:
+    """A profile row as the JSON dict the events carry."""
+    if isinstance(row, dict):
+        return dict(row)
+    if hasattr(row, "to_json"):
+        return dict(row.to_json())
+    if is_dataclass(row):
+        return asdict(row)
+    return dict(vars(row))
+
+
+def dtype_name(value: Any) -> str:
+    return DTYPE_ALIASES.get(str(value), str(value)) if value is not None else "fp32"
+
+
+def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None]) -> list[dict]:
+    """Profile rows (already in Amdahl order) that become targets: one per kernel type with a spec."""
+    from autokernel.kernels import available, get_spec
+
+    known = set(available())
+    plan, seen = [], set()
+    for i, row in enumerate(rows):
+        kind = row.get("kind")
+        if kind in seen:
+            continue
+        if kind not in known:
+            log(f"skipping {row.get('name', kind)!s}: no kernel spec for kind {kind!r}")
+            continue
+        if not row.get("target_shape"):
+            log(f"skipping {row.get('name', kind)!s}: the profiler found no target shape")
+            continue
+        spec = get_spec(kind)
+        use = backend if backend in spec.starters else (spec.backends[0] if spec.backends else None)
+        if use is None:
+            log(f"skipping {kind}: no starter kernel")
+            continue
+        seen.add(kind)
+        plan.append({"kind": kind, "row": i, "shape": dict(row["target_shape"]),
+                     "dtype": dtype_name(row.get("target_dtype")), "backend": use})
+    return plan
+
+
+class OptimizeSession:
+    """See the module docstring. Construct, then `run()`; controls are safe from any thread."""
+
+    def __init__(self, config: SessionConfig, store: Store, listeners: Iterable[Callable[[ev.Event], None]] = ()):
+        config.validate()
+        self.config = config
+        self.store = store
+        self.listeners = list(listeners)
+        self.control = LoopControl(config.approval)
+        self.session_id: str | None = None
+        self.state: SearchState | None = None
+        self.recorder: Recorder | None = None
+        self.summary: dict[str, Any] = {}
+
+    # -- controls (any thread) -------------------------------------------------------------------
+    def _control_event(self, action: str, value: str = "") -> None:
+        if self.recorder is not None:
+            self.recorder.emit(ev.ControlChanged(action=action, value=value))
+
+    def pause(self) -> None:
+        self.control.pause()
+        self._control_event("pause")
+
+    def resume(self) -> None:
+        self.control.resume()
+        self._control_event("resume")
+
+    def stop(self) -> None:
+        self.control.stop()
+        self._control_event("stop")
+
+    def skip_target(self) -> None:
+        self.control.skip_target()
+        self._control_event("skip_target")
+
+    def set_approval(self, mode: str) -> None:
+        self.control.set_approval(mode)
+        self._control_event("approval", mode)
+
+    def approve(self, candidate_id: str) -> bool:
+        ok = self.control.decide(candidate_id, "approved")
+        if ok:
+            self._control_event("approve", candidate_id)
+        return ok
+
+    def reject(self, candidate_id: str) -> bool:
+        ok = self.control.decide(candidate_id, "rejected")
+        if ok:
+            self._control_event("reject", candidate_id)
+        return ok
+
+    @property
+    def pending_approval(self) -> dict | None:
+        p = self.control.pending
+        if p is None or p.verdict is not None:
+            return None
+        return {"candidate_id": p.candidate_id, "target": p.target, "speedup": p.speedup}
+
+    @property
+    def paused(self) -> bool:
+        return self.control.paused
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Run to the end (or until stopped); returns the summary also stored with the session."""
+        t0 = time.monotonic()
+        cfg = self.config
+        device = resolve_device(cfg.device)
+        self._open(device)
+        assert self.recorder is not None and self.state is not None
+        emit = self.recorder.emit
+        status = "completed"
+        worker = None
+        try:
+            loaded = None
+            if self.state.profile is None:
+                loaded = self._load(device)
+                self._profile(loaded)
+            plan = plan_targets(self.state.profile.rows, cfg.backend,
+                                lambda m: emit(ev.Log(level="info", message=m)))
+            if not plan:
+                emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
+            todo = [p for p in plan if self.state.targets.get(p["kind"]) is None
+                    or self.state.targets[p["kind"]].done is None]
+            if todo:
+                from autokernel.kernels import get_spec
+
+                from .worker import Worker
+
+                agent = make_agent(self.agent_name)
+                worker = Worker(device=device)
+                ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
+                                    worker=worker, control=self.control, limits=cfg.limits(), device=device,
+                                    device_name=self.device_name, workdir=cache_dir() / "sessions" / self.session_id,
+                                    hint=cfg.hint)
+                for p in todo:
+                    target = self.state.targets.get(p["kind"])
+                    if target is None:
+                        if ctx.budget_reason():
+                            break
+                        emit(ev.TargetStarted(target=p["kind"], row=p["row"], shape=p["shape"], dtype=p["dtype"],
+                                              backend=p["backend"],
+                                              baseline={"profile_row": self.state.profile.rows[p["row"]]}))
+                        target = self.state.targets[p["kind"]]
+                    try:
+                        TargetSearch(ctx, target, get_spec(target.name)).run()
+                    except StopLoop:
+                        raise
+                    except Exception as e:  # one target's failure is logged; the others still run
+                        emit(ev.ErrorEvent(where=f"search {target.name}", message=f"{type(e).__name__}: {e}"))
+                        if target.done is None:
+                            emit(ev.TargetDone(target=target.name, reason="failed"))
+                worker.close()
+                worker = None
+            if self.control.stop_requested:
+                raise StopLoop()
+            if cfg.integrate and self.state.integration is None:
+                self._integrate(device)
+        except (StopLoop, KeyboardInterrupt):
+            status = "stopped"
+        except UserError:
+            status = "failed"
+            self._finish(status, t0)
+            raise
+        except Exception as e:
+            status = "failed"
+            emit(ev.ErrorEvent(where="session", message=f"{type(e).__name__}: {e}"))
+        finally:
+            if worker is not None:
+                try:
+                    worker.close()
+                except Exception:
+                    pass
+        self._finish(status, t0)
+        return self.summary
+
+    @property
+    def agent_name(self) -> str:
+        started = self.state.started if self.state else None
+        return (started.agent if started and started.agent else None) or self.config.agent
+
+    @property
+    def device_name(self) -> str:
+        started = self.state.started if self.state else None
+        return started.device_name if started else ""
+
+    def _open(self, device: str) -> None:
+        """Create the session row, or reopen the one being resumed and fold its events."""
+        cfg = self.config
+        listeners_first = []
+        if cfg.resume:
+            row = self.store.session(cfg.resume)
+            if row["kind"] != "optimize":
+                raise UserError(f"session {row['id']} is a {row['kind']} session, not an optimize session")
+            if row["status"] == "completed":
+                raise UserError(f"session {row['id']} already completed; start a new one")
+            if row["status"] == "running":
+                raise UserError(f"session {row['id']} is still running (pid {row.get('pid')})")
+            sid = row["id"]
+            self.state = SearchState.from_events(sid, self.store.iter_events(sid))
+            stored = dict(row["config"] or {})
+            for key in ("model_path", "size", "backend", "agent"):
+                if stored.get(key) is not None:
+                    setattr(cfg, key, stored[key])
+            if stored.get("device") and stored["device"] != device:
+                raise UserError(f"session {sid} ran on {stored['device']}; resume it with --device {stored['device']}")
+            self.store.reopen_session(sid)
+            self.session_id = sid
+            self.recorder = Recorder(self.store, sid, [self.state.apply, *self.listeners])
+            self.control.approval = cfg.approval
+            self.recorder.emit(ev.ControlChanged(action="resume_session", value=sid))
+            self.recorder.emit(ev.Log(level="info", message=(
+                f"resumed session {sid}: {self.state.experiments} experiments, "
+                f"{sum(1 for t in self.state.targets.values() if t.done)} targets done")))
+            return
+        model_path = cfg.model_path or self._example_path()
+        cfg.model_path = str(model_path)
+        started = ev.SessionStarted(
+            kind="optimize", model=str(model_path), device=device, device_name=describe_device(device),
+            agent=cfg.agent, approval=cfg.approval,
+            config={"model_path": str(model_path), "device": device, "agent": cfg.agent, "approval": cfg.approval,
+                    "max_experiments": cfg.max_experiments, "budget_s": cfg.budget_s,
+                    "max_cost_usd": cfg.max_cost_usd, "size": cfg.size, "backend": cfg.backend,
+                    "plateau": cfg.plateau},
+        )
+        sid = self.store.create_session(started)
+        self.session_id = sid
+        self.state = SearchState(session_id=sid)
+        self.state.apply(started)
+        self.recorder = Recorder(self.store, sid, [self.state.apply, *listeners_first, *self.listeners])
+        for listener in self.listeners:  # the first event was written with the row; show it too
+            listener(started)
+
+    @staticmethod
+    def _example_path() -> Path:
+        from .examples import example_path
+
+        return Path(example_path("llama"))
+
+    def _load(self, device: str) -> Any:
+        from .model_loading import load_model
+
+        return load_model(self.config.model_path, device, size=self.config.size)
+
+    def _profile(self, loaded: Any) -> None:
+        from .profiling import profile_model
+
+        result = profile_model(loaded)
+        rows = [row_dict(r) for r in result.rows]
+        self.recorder.emit(ev.ProfileReady(device=result.device, total_ms=float(result.total_ms), rows=rows))
+
+    def _integrate(self, device: str) -> None:
+        from .integrate import integrate_session_kernels
+
+        kernels = []
+        for t in self.state.targets.values():
+            best = t.best
+            if best is None:
+                continue
+            b = best.bench or {}
+            if b.get("meaningful", True) and (b.get("speedup_eager") or 0) <= 1.0:
+                self.recorder.emit(ev.Log(level="info", message=(
+                    f"not swapping {t.name} into the model: its best ({best.candidate_id}) is not faster than eager")))
+                continue
+            kernels.append({"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
+                            "dtype": t.dtype, "shape": t.shape, "backend": t.backend})
+        if not kernels:
+            self.recorder.emit(ev.Log(level="info", message="no kept kernel to swap into the model"))
+            return
+        workdir = cache_dir() / "sessions" / self.session_id / "integration"
+        result = integrate_session_kernels(self.config.model_path, device, kernels, workdir,
+                                           size=self.config.size, timeout_s=self.config.integrate_timeout_s)
+        self.recorder.emit(result)
+
+    def _finish(self, status: str, t0: float) -> None:
+        if self.recorder is None or self.state is None:
+            return
+        summary = self.state.summary()
+        started = self.state.started
+        summary.update({"status": status, "elapsed_s": round(time.monotonic() - t0, 2),
+                        "session_span_s": round(time.time() - started.ts, 2) if started else None,
+                        "device": started.device if started else "", "model": started.model if started else ""})
+        self.summary = summary
+        try:
+            self.recorder.emit(ev.SessionDone(status=status, summary=summary))
+        finally:
+            self.store.finish_session(self.session_id, status, summary)
