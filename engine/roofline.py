@@ -1,0 +1,190 @@
+"""Device ceilings (memory bandwidth, matmul rate per dtype) and the speed-of-light floor of a kernel.
+
+A floor is only as honest as the ceilings behind it, so the ceilings are measured on the device
+itself rather than read from a spec sheet: a large device-to-device copy (read + write bytes) and a
+large matmul per dtype, on random data. Measuring takes seconds on a GPU, so the result is cached
+per device name and torch version in `$AUTOKERNEL_CACHE_DIR/ceilings.json`
+(default `~/.cache/autokernel/`). On CPU a quick measurement (< 2 s) still gives floors, but
+timings there are not meaningful (`Ceilings.meaningful` is False).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .devices import device_name as _device_name
+
+DTYPE_NAMES = ("fp32", "fp16", "bf16")
+_TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+_memo: dict[str, "Ceilings"] = {}
+_memo_lock = threading.Lock()
+
+
+@dataclass
+class Ceilings:
+    """What one device can do at best: GB/s through memory and TFLOP/s of matmul per dtype."""
+
+    device_name: str
+    bandwidth_gbs: float
+    matmul_tflops: dict[str, float]
+    measured: bool = True  # measured on this machine (always, today; False only for hand-made test values)
+    device: str = "cpu"  # cpu | cuda
+    torch_version: str = field(default_factory=lambda: torch.__version__)
+    measured_at: float = field(default_factory=time.time)
+
+    @property
+    def meaningful(self) -> bool:
+        """Timings (and so fractions of these ceilings) mean something only on a GPU."""
+        return self.device == "cuda"
+
+    def tflops(self, dtype: Any) -> float:
+        """The matmul rate for a dtype (torch dtype or name); other dtypes use the fp32 rate."""
+        name = dtype_name(dtype)
+        return self.matmul_tflops.get(name) or self.matmul_tflops["fp32"]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Ceilings":
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def dtype_name(dtype: Any) -> str:
+    """'fp32' | 'fp16' | 'bf16' for a torch dtype or name; other dtypes by their torch name."""
+    if isinstance(dtype, str):
+        low = dtype.lower().removeprefix("torch.")
+        aliases = {"float32": "fp32", "float": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+        return aliases.get(low, low)
+    for name, td in _TORCH_DTYPES.items():
+        if dtype == td:
+            return name
+    return str(dtype).removeprefix("torch.")
+
+
+def floor_ms(bytes_: float, flops: float, dtype: Any, ceilings: Ceilings) -> float:
+    """Speed-of-light time in ms: the slower of moving `bytes_` at full bandwidth and doing
+    `flops` at the matmul rate for `dtype`."""
+    memory_ms = bytes_ / (ceilings.bandwidth_gbs * 1e9) * 1e3
+    compute_ms = flops / (ceilings.tflops(dtype) * 1e12) * 1e3
+    return max(memory_ms, compute_ms, 0.0)
+
+
+# -- the cache --------------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    return Path(os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel").expanduser()
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "ceilings.json"
+
+
+def _cache_key(device_name: str) -> str:
+    return f"{device_name} | torch {torch.__version__}"
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # missing or corrupt: measure again
+
+
+def _write_cache(key: str, c: Ceilings) -> None:
+    """Merge one entry and replace the file atomically, so a crash never leaves half a file."""
+    path = _cache_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_cache()
+        data[key] = c.to_json()
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home must not stop a run; we just measure again next time
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def ceilings(device: str = "cpu", refresh: bool = False) -> Ceilings:
+    """The device's ceilings: from memory, else from the cache file, else measured (and cached)."""
+    device = "cuda" if str(device).startswith("cuda") else "cpu"
+    name = _device_name(device)
+    key = _cache_key(name)
+    with _memo_lock:
+        if not refresh and key in _memo:
+            return _memo[key]
+        cached = None if refresh else _read_cache().get(key)
+        if cached:
+            try:
+                c = Ceilings.from_json(cached)
+            except TypeError:
+                c = None
+            if c is not None and c.bandwidth_gbs > 0 and c.matmul_tflops.get("fp32", 0) > 0:
+                _memo[key] = c
+                return c
+        c = _measure_cuda(name) if device == "cuda" else _measure_cpu(name)
+        _write_cache(key, c)
+        _memo[key] = c
+        return c
+
+
+def _measure_cuda(name: str) -> Ceilings:
+    """Median times through triton.testing.do_bench (CUDA events, L2 cleared between runs)."""
+    from triton.testing import do_bench
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    n = 256 * 1024 * 1024  # 1 GiB of fp32 per buffer: far beyond L2
+    src = torch.rand(n, device="cuda", generator=gen)
+    dst = torch.empty_like(src)
+    copy_ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    bandwidth = 2 * src.numel() * src.element_size() / (copy_ms * 1e-3) / 1e9
+    del src, dst
+    rates = {}
+    for dname, td in _TORCH_DTYPES.items():
+        m = 8192
+        a = torch.randn(m, m, device="cuda", generator=gen).to(td)
+        b = torch.randn(m, m, device="cuda", generator=gen).to(td)
+        ms = do_bench(lambda: torch.mm(a, b), warmup=25, rep=200, return_mode="median")
+        rates[dname] = 2 * m**3 / (ms * 1e-3) / 1e12
+        del a, b
+    torch.cuda.empty_cache()
+    return Ceilings(name, bandwidth, rates, measured=True, device="cuda")
+
+
+def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up: first-touch pages, library initialisation
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _measure_cpu(name: str) -> Ceilings:
+    """A quick measurement (well under 2 s): 32 MiB copies and a 256..512-square matmul per dtype."""
+    gen = torch.Generator().manual_seed(0)
+    src = torch.rand(8 * 1024 * 1024, generator=gen)  # 32 MiB: past most last-level caches
+    dst = torch.empty_like(src)
+    s = _median_seconds(lambda: dst.copy_(src), repeats=7)
+    bandwidth = 2 * src.numel() * src.element_size() / s / 1e9
+    rates = {}
+    for dname, td in _TORCH_DTYPES.items():
+        m = 512 if td == torch.float32 else 256  # half types can be slow on CPUs without native support
+        a = torch.randn(m, m, generator=gen).to(td)
+        b = torch.randn(m, m, generator=gen).to(td)
+        s = _median_seconds(lambda: torch.mm(a, b), repeats=3)
+        rates[dname] = 2 * m**3 / s / 1e12
+    return Ceilings(name, bandwidth, rates, measured=True, device="cpu")

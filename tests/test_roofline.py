@@ -1,0 +1,65 @@
+"""Device ceilings: measured once, cached per device in $AUTOKERNEL_CACHE_DIR, and the floor arithmetic."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from autokernel.engine import roofline
+from autokernel.engine.roofline import Ceilings, floor_ms
+
+
+def _fixed() -> Ceilings:
+    return Ceilings("test device", bandwidth_gbs=1000.0, matmul_tflops={"fp32": 50.0, "bf16": 500.0}, measured=False)
+
+
+def test_floor_is_the_slower_of_memory_and_compute():
+    c = _fixed()
+    # 1 GB at 1000 GB/s = 1 ms; 1 TFLOP at 50 TFLOP/s = 20 ms
+    assert floor_ms(1e9, 1e12, "fp32", c) == pytest.approx(20.0)
+    assert floor_ms(1e9, 1e12, torch.bfloat16, c) == pytest.approx(2.0)
+    assert floor_ms(1e9, 0, "bf16", c) == pytest.approx(1.0)
+    # fp16 missing from this table and integer dtypes fall back to the fp32 rate
+    assert floor_ms(0, 1e12, torch.float16, c) == pytest.approx(20.0)
+    assert floor_ms(0, 1e12, torch.int64, c) == pytest.approx(20.0)
+
+
+def test_cpu_ceilings_are_measured_quickly_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path))
+    # a fresh process, so the in-memory memo does not hide the measurement
+    code = (
+        "import time, json; from autokernel.engine.roofline import ceilings; t=time.perf_counter(); "
+        "c=ceilings('cpu'); print(json.dumps({'s': time.perf_counter()-t, 'c': c.to_json()}))"
+    )
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert out["s"] < 2.0
+    c = out["c"]
+    assert c["bandwidth_gbs"] > 0.1 and all(c["matmul_tflops"][d] > 0 for d in ("fp32", "fp16", "bf16"))
+    cached = json.loads((tmp_path / "ceilings.json").read_text())
+    (key,) = cached
+    assert c["device_name"] in key and torch.__version__ in key
+    # the second call reads the file: change it and see the change come back
+    cached[key]["bandwidth_gbs"] = 123.0
+    (tmp_path / "ceilings.json").write_text(json.dumps(cached))
+    roofline._memo.clear()
+    assert roofline.ceilings("cpu").bandwidth_gbs == 123.0
+    assert roofline.ceilings("cpu").meaningful is False
+
+
+def test_a_corrupt_cache_is_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path))
+    (tmp_path / "ceilings.json").write_text("{not json")
+    roofline._memo.clear()
+    c = roofline.ceilings("cpu")
+    assert c.bandwidth_gbs > 0 and c.measured
+    assert json.loads((tmp_path / "ceilings.json").read_text())  # rewritten whole
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_ceilings_are_plausible():
+    c = roofline.ceilings("cuda")
+    assert c.meaningful and c.bandwidth_gbs > 100 and c.matmul_tflops["bf16"] > c.matmul_tflops["fp32"] * 0.5
