@@ -205,6 +205,24 @@ class SearchState:
         """The best kernel of each target, in the order the targets were searched."""
         return [t.best for t in self.targets.values() if t.best is not None]
 
+    def to_integrate(self) -> tuple[list[tuple[TargetState, CandidateRecord]], list[str]]:
+        """The bests worth swapping into the model, and why the others are left out.
+
+        On a GPU a best that is not faster than eager would slow the model down, so it stays out;
+        on the CPU (timings not meaningful) every best goes in, so the path is still exercised.
+        """
+        use, why_not = [], []
+        for t in self.targets.values():
+            best = t.best
+            if best is None:
+                continue
+            b = best.bench or {}
+            if b.get("meaningful", True) and (b.get("speedup_eager") or 0.0) <= 1.0:
+                why_not.append(f"{t.name}: its best ({best.candidate_id}) is not faster than eager")
+                continue
+            use.append((t, best))
+        return use, why_not
+
     def summary(self) -> dict[str, Any]:
         targets = []
         for t in self.targets.values():

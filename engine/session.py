@@ -342,18 +342,11 @@ class OptimizeSession:
     def _integrate(self, device: str) -> None:
         from .integrate import integrate_session_kernels
 
-        kernels = []
-        for t in self.state.targets.values():
-            best = t.best
-            if best is None:
-                continue
-            b = best.bench or {}
-            if b.get("meaningful", True) and (b.get("speedup_eager") or 0) <= 1.0:
-                self.recorder.emit(ev.Log(level="info", message=(
-                    f"not swapping {t.name} into the model: its best ({best.candidate_id}) is not faster than eager")))
-                continue
-            kernels.append({"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
-                            "dtype": t.dtype, "shape": t.shape, "backend": t.backend})
+        use, left_out = self.state.to_integrate()
+        for why in left_out:
+            self.recorder.emit(ev.Log(level="info", message=f"not swapping into the model: {why}"))
+        kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
+                    "dtype": t.dtype, "shape": t.shape, "backend": t.backend} for t, best in use]
         if not kernels:
             self.recorder.emit(ev.Log(level="info", message="no kept kernel to swap into the model"))
             return

@@ -1,0 +1,208 @@
+"""`autokernel optimize MODEL.py --headless`: the whole loop without a screen, one line per experiment.
+
+The session runs on a background thread; the main thread waits, answers approval prompts (`--approval
+ask`, which needs a terminal) and turns the first Ctrl-C into a clean stop (the current experiment
+finishes, the session is marked stopped and can be resumed with `--resume`); a second Ctrl-C leaves
+at once (the session then reads as interrupted and resumes just the same).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from .. import events as ev
+from ..errors import UserError
+from ..results import STAGES
+from .common import add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+
+HELP = "run the optimize loop headless: profile, search kernels per bottleneck, integrate (see also the TUI)"
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `30m`, `2h`, `1h30m` or plain seconds -> seconds; UserError otherwise."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhd])", t)
+        if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([smhd])", "", t).strip():
+            raise UserError(f"cannot read duration {text!r}: use e.g. 90s, 30m, 2h or 1h30m")
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise UserError(f"duration {text!r} must be positive")
+    return seconds
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", nargs="?", metavar="MODEL.py", default=None,
+                   help="a KernelBench-style model file (default: the bundled Llama example)")
+    p.add_argument("--headless", action="store_true", help="no screen: print one line per experiment")
+    p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
+                   help="the offline playbook agent (default) or any litellm model string")
+    add_device_flag(p)
+    p.add_argument("--max-experiments", type=int, default=None, metavar="N", help="stop after N experiments in all")
+    p.add_argument("--budget", default=None, metavar="DURATION", help="wall-time budget, e.g. 90s, 30m, 2h")
+    p.add_argument("--max-cost", type=float, default=None, metavar="USD", help="stop when the LLM spend reaches USD")
+    p.add_argument("--approval", choices=("auto", "ask"), default="auto",
+                   help="ask: a candidate that beats the best waits for [a]pprove/[r]eject (needs a terminal)")
+    p.add_argument("--size", choices=("small", "large"), default=None, help="size of the example model")
+    p.add_argument("--plateau", type=int, default=10, metavar="N",
+                   help="move to the next target after N experiments without a new best (default 10)")
+    p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session")
+    p.add_argument("--no-integrate", action="store_true", help="skip swapping the kernels into the model at the end")
+    add_db_flag(p)
+    add_json_flag(p)
+
+
+class HeadlessPrinter:
+    """Turns events into one line per experiment (plus targets, integration, errors)."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+        self.cands: dict[str, dict[str, Any]] = {}
+        self.ideas: dict[str, str] = {}
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def __call__(self, e: ev.Event) -> None:
+        if isinstance(e, ev.SessionStarted):
+            self._print(f"session started: {e.model} on {e.device_name or e.device}, agent {e.agent}, approval {e.approval}")
+        elif isinstance(e, ev.ProfileReady):
+            top = ", ".join(f"{r.get('kind')} {100 * float(r.get('share') or 0):.0f}%" for r in e.rows[:5])
+            self._print(f"profile: {e.total_ms:.3f} ms per forward; top: {top}")
+        elif isinstance(e, ev.TargetStarted):
+            shape = ", ".join(f"{k}={v}" for k, v in e.shape.items())
+            self._print(f"== target {e.target} ({shape}, {e.dtype}, {e.backend})")
+        elif isinstance(e, ev.IdeaProposed):
+            self.ideas[e.idea_id] = f"[t{e.tier}] {e.title}"
+        elif isinstance(e, ev.CandidateWritten):
+            self.cands[e.candidate_id] = {"n": e.experiment, "target": e.target,
+                                         "idea": self.ideas.get(e.idea_id, "starter") + (f": {e.label}" if e.label and e.label != "starter" else ""),
+                                         "stages": {}, "bench": None}
+        elif isinstance(e, ev.StageResult):
+            c = self.cands.get(e.candidate_id)
+            if c is not None and e.status != "running":
+                c["stages"][e.stage] = (e.status, e.detail)
+        elif isinstance(e, ev.BenchResult):
+            c = self.cands.get(e.candidate_id)
+            if c is not None:
+                c["bench"] = e
+        elif isinstance(e, ev.AwaitingApproval):
+            self._print(f"   {e.candidate_id} beats the best by {e.speedup:.2f}x: waiting for approval")
+        elif isinstance(e, ev.Decision):
+            self._decision(e)
+        elif isinstance(e, ev.TargetDone):
+            self._print(f"== {e.target} done ({e.reason}); best {e.best_candidate_id}, {e.best_speedup:.2f}x vs eager")
+        elif isinstance(e, ev.IntegrationResult):
+            cpu = "" if e.meaningful else " (CPU: not meaningful)"
+            comp = f", {e.speedup_compile:.2f}x vs torch.compile" if e.speedup_compile else ""
+            self._print(f"integration: outputs {'match' if e.correct else 'DIFFER'} (max err {e.max_abs_error:.3g}); "
+                        f"{e.model_ms:.3f} ms vs eager {e.eager_ms:.3f} ms = {e.speedup_eager:.2f}x{comp}{cpu}")
+            self._print(f"   {e.detail}")
+        elif isinstance(e, ev.ErrorEvent):
+            self._print(f"!! {e.where}: {e.message}")
+        elif isinstance(e, ev.Log) and e.level in ("warning", "error", "info"):
+            self._print(f"   {e.message}")
+        elif isinstance(e, ev.SessionDone):
+            self._print(f"session {e.status}: {e.summary.get('experiments', 0)} experiments")
+
+    def _decision(self, e: ev.Decision) -> None:
+        c = self.cands.get(e.candidate_id)
+        if c is None:
+            return
+        marks = {"pass": "+", "fail": "x", "crash": "!", "timeout": "T", "skipped": "-"}
+        stages = "".join(marks.get(c["stages"].get(s, ("", ""))[0], ".") for s in STAGES)
+        b = c["bench"]
+        timing = "" if b is None else (f"{b.kernel_ms:9.4f} ms {b.speedup_eager:5.2f}x eager"
+                                       + ("" if b.meaningful else " (cpu)"))
+        if e.decision == "failed":
+            timing = e.reason[:70]
+        self._print(f"#{c['n']:>4} {c['target']:<16} {c['idea'][:48]:<48} [{stages}] {timing}  {e.decision}"
+                    + (" by user" if e.by == "user" else ""))
+
+
+def _prompt_loop(session, thread: threading.Thread, out: TextIO) -> None:
+    """Answer approvals from the terminal while the session thread runs."""
+    asked = None
+    while thread.is_alive():
+        pending = session.pending_approval
+        if pending and pending["candidate_id"] != asked:
+            asked = pending["candidate_id"]
+            while True:
+                answer = input(f"approve {asked} ({pending['target']}, {pending['speedup']:.2f}x faster)? [a]pprove/[r]eject: ")
+                answer = answer.strip().lower()
+                if answer in ("a", "approve", "y", "yes"):
+                    session.approve(asked)
+                    break
+                if answer in ("r", "reject", "n", "no"):
+                    session.reject(asked)
+                    break
+        thread.join(0.2)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..session import OptimizeSession, SessionConfig
+
+    if not args.headless:
+        raise UserError("the interactive screen is `autokernel-tui`; add --headless to run without one")
+    if args.approval == "ask" and not sys.stdin.isatty():
+        raise UserError("--approval ask needs a terminal to answer on (stdin is not a tty); use --approval auto")
+    if args.max_experiments is not None and args.max_experiments <= 0:
+        raise UserError("--max-experiments must be a positive number")
+    if args.plateau <= 0:
+        raise UserError("--plateau must be a positive number")
+    config = SessionConfig(
+        model_path=args.model, device=args.device, agent=args.agent, approval=args.approval,
+        max_experiments=args.max_experiments, budget_s=parse_duration(args.budget) if args.budget else None,
+        max_cost_usd=args.max_cost, size=args.size, resume=args.resume, plateau=args.plateau,
+        integrate=not args.no_integrate,
+    )
+    store = open_store(args)
+    out = sys.stderr if args.json else sys.stdout
+    session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["summary"] = session.run()
+        except BaseException as e:  # carried to the main thread, which reports it
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="autokernel-session", daemon=True)
+    thread.start()
+    interrupted = False
+    try:
+        if args.approval == "ask":
+            _prompt_loop(session, thread, out)
+        while thread.is_alive():
+            thread.join(0.2)
+    except (KeyboardInterrupt, EOFError):
+        interrupted = True
+        print("stopping after the current experiment (Ctrl-C again to leave now; --resume continues)", file=sys.stderr)
+        session.stop()
+        try:
+            while thread.is_alive():
+                thread.join(0.2)
+        except KeyboardInterrupt:
+            print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}",
+                  file=sys.stderr)
+            return 130
+    if "error" in box:
+        raise box["error"]
+    summary = box.get("summary") or {}
+    if args.json:
+        print_json(summary)
+    elif summary:
+        print(f"session {summary.get('session_id')}: {summary.get('status')}, {summary.get('experiments')} experiments, "
+              f"{summary.get('elapsed_s')} s; export with: autokernel export {summary.get('session_id')} -o DIR", file=out)
+    if interrupted or summary.get("status") == "stopped":
+        return 130
+    return 0 if summary.get("status") == "completed" else 1

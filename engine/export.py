@@ -1,0 +1,163 @@
+"""`autokernel export`: a session's kept kernels as a plain Python package, importable without this tool.
+
+The package holds one module per kernel (the candidate's source, verbatim), `_patch.py` (a verbatim
+copy of `kernel_patch.py`, which imports only torch), an `__init__.py` with `patch(model)` and
+`KERNELS`, and `RESULTS.md` with what was measured. Only torch and triton are needed to use it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .search_state import CandidateRecord, SearchState, TargetState
+from .store import Store
+
+MARKER = "autokernel-export"
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 4) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}{unit}"
+    return f"{v}{unit}"
+
+
+def _init_source(pkg: str, session: dict, chosen: list[tuple[TargetState, CandidateRecord]],
+                 tolerances: dict[str, dict]) -> str:
+    imports = "\n".join(f"from . import {t.name} as _{t.name}" for t, _ in chosen)
+    table = ",\n".join(
+        f"    {t.name!r}: {{\"module\": _{t.name}, \"candidate\": {c.candidate_id!r}, "
+        f"\"tolerances\": {json.dumps(tolerances.get(t.name, {}))}}}" for t, c in chosen)
+    return f'''"""Kernels found by autokernel session {session["id"]} ({session.get("device_name") or session.get("device")}).
+
+    import {pkg}
+    stats = {pkg}.patch(model)   # swaps the kernels into `model` in place
+
+See RESULTS.md for what was measured. Needs only torch and triton. Without a CUDA GPU the Triton
+kernels run under Triton's interpreter (set here before they are defined): correct, but slow.
+"""
+
+import os as _os
+
+import torch as _torch
+
+if not _torch.cuda.is_available():
+    _os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from . import _patch  # noqa: E402
+{imports}  # noqa: E402
+
+KERNELS = {{
+{table}
+}}
+
+
+def patch(model, verify=True):
+    """Swap the kept kernels into `model` (in place) where a call matches a kernel's contract.
+
+    With `verify` the first call at each site and shape is also run through PyTorch and compared;
+    a kernel that disagrees is not used there. Returns the counts of what went where.
+    """
+    table = {{kind: _patch.KernelEntry(kind, k["module"].kernel_fn, tolerances=k["tolerances"])
+             for kind, k in KERNELS.items()}}
+    return _patch.patch(model, table, verify=verify)
+'''
+
+
+def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> str:
+    started = state.started
+    cfg = dict(session.get("config") or {})
+    lines = [f"# Kernels from autokernel session `{session['id']}`", ""]
+    lines += [f"- model: `{session.get('model')}`", f"- device: {session.get('device_name') or session.get('device')}",
+              f"- agent: {session.get('agent')}", f"- experiments: {state.experiments}",
+              f"- session status: {session.get('status')}",
+              f"- exported: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}", ""]
+    meaningful = all((c.bench or {}).get("meaningful", True) for _, c in chosen)
+    if not meaningful:
+        lines += ["> Timed on the CPU under Triton's interpreter: these times say nothing about a GPU.", ""]
+    lines += ["## Kernels", "",
+              "| kernel | candidate | variant | shape | dtype | kernel ms | eager ms | torch.compile ms | vs eager | vs compile | of ceiling |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t, c in chosen:
+        b = c.bench or {}
+        shape = ", ".join(f"{k}={v}" for k, v in t.shape.items())
+        frac = b.get("fraction_of_ceiling")
+        lines.append(f"| {t.name} | {c.candidate_id} | {c.label} | {shape} | {t.dtype} | {_fmt(b.get('kernel_ms'))} | "
+                     f"{_fmt(b.get('eager_ms'))} | {_fmt(b.get('compile_ms'))} | {_fmt(b.get('speedup_eager'), 'x', 3)} | "
+                     f"{_fmt(b.get('speedup_compile'), 'x', 3)} | {_fmt(frac * 100 if frac is not None else None, '%', 3)} |")
+    if left_out:
+        lines += ["", "Left out (would slow the model down): " + "; ".join(left_out)]
+    integ = state.integration
+    lines += ["", "## The model with the kernels swapped in", ""]
+    if integ is None:
+        lines.append("Not integrated in this session.")
+    else:
+        lines += [f"- outputs match the original: **{'yes' if integ.correct else 'NO'}** (max abs error {integ.max_abs_error:.3g})",
+                  f"- forward: {_fmt(integ.model_ms)} ms patched, {_fmt(integ.eager_ms)} ms eager, "
+                  f"{_fmt(integ.compile_ms)} ms torch.compile",
+                  f"- speedup: {_fmt(integ.speedup_eager, 'x', 3)} vs eager, {_fmt(integ.speedup_compile, 'x', 3)} vs torch.compile"
+                  + ("" if integ.meaningful else " (CPU: not meaningful)"),
+                  f"- {integ.detail}"]
+    run = ["autokernel optimize", cfg.get("model_path") or session.get("model") or "", "--headless",
+           f"--device {cfg.get('device') or session.get('device')}", f"--agent {cfg.get('agent') or session.get('agent')}"]
+    if cfg.get("max_experiments"):
+        run.append(f"--max-experiments {cfg['max_experiments']}")
+    if cfg.get("size"):
+        run.append(f"--size {cfg['size']}")
+    lines += ["", "## Use", "", "```python", f"import {pkg}", f"{pkg}.patch(model)", "```", "",
+              "## Re-run", "", "```", " ".join(r for r in run if r), f"autokernel export latest -o {out}", "```", ""]
+    return "\n".join(lines)
+
+
+def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = False) -> dict[str, Any]:
+    """Write the package for session `ref` (id, prefix or `latest`) into `out_dir`; returns what was written."""
+    from autokernel.kernels import get_spec
+    from autokernel.kernels.spec import DTYPE_NAMES
+
+    from . import kernel_patch
+
+    session = store.session(ref)
+    if session["kind"] != "optimize":
+        raise UserError(f"session {session['id']} is a {session['kind']} session: only optimize sessions have kernels")
+    state = SearchState.from_events(session["id"], store.iter_events(session["id"]))
+    chosen, left_out = state.to_integrate()
+    if not chosen:
+        raise UserError(f"session {session['id']} kept no kernel worth exporting"
+                        + (f" ({'; '.join(left_out)})" if left_out else ""))
+    out = Path(out_dir).expanduser().resolve()
+    pkg = out.name
+    if not pkg.isidentifier():
+        raise UserError(f"the output folder's name {pkg!r} must be a Python identifier: it becomes the package name")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise UserError(f"{out} exists and is not empty (use --force to overwrite)")
+        if not (out / ".autokernel-export").exists():
+            raise UserError(f"{out} is not an earlier autokernel export; refusing to overwrite it")
+        shutil.rmtree(out)
+    tmp = out.with_name(f".{pkg}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    tolerances = {}
+    for t, c in chosen:
+        (tmp / f"{t.name}.py").write_text(c.source)
+        spec = get_spec(t.name)
+        tolerances[t.name] = {DTYPE_NAMES[d]: list(v) for d, v in spec.tolerances.items() if d in DTYPE_NAMES}
+        starter = spec.starters.get(t.backend)
+        if c.is_starter and starter is not None:  # a CUDA starter builds the .cu files beside it
+            for extra in Path(starter).parent.glob("*.cu*"):
+                shutil.copy(extra, tmp / extra.name)
+    (tmp / "_patch.py").write_text(Path(kernel_patch.__file__).read_text())
+    (tmp / "__init__.py").write_text(_init_source(pkg, session, chosen, tolerances))
+    (tmp / "RESULTS.md").write_text(_results_md(session, state, chosen, left_out, pkg, out))
+    (tmp / ".autokernel-export").write_text(json.dumps({"session": session["id"], "kind": MARKER}))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp.replace(out)
+    return {"session_id": session["id"], "path": str(out), "package": pkg,
+            "kernels": [{"kind": t.name, "candidate_id": c.candidate_id} for t, c in chosen], "left_out": left_out}

@@ -1,0 +1,251 @@
+"""Put the kept kernels back into the user's model, prove it still computes the same, time it.
+
+The engine process never imports a kernel, so integration runs in a subprocess
+(`python -m autokernel.engine.integrate REQUEST.json`) that sets up Triton's interpreter on CPU
+first, loads the model, patches a copy with `kernel_patch.patch`, compares the patched model's
+outputs with the untouched original on several fresh inputs, and times both (and torch.compile)
+end to end. It answers one JSON line; the parent turns it into an `IntegrationResult` event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .events import IntegrationResult
+
+# Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
+# their own check still round differently, and the differences add up through the layers.
+MODEL_TOLERANCE = {"fp32": (1e-3, 1e-2), "fp16": (1e-2, 2e-2), "bf16": (2e-2, 5e-2)}
+RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
+
+
+# -- parent side ---------------------------------------------------------------------------------------
+def integrate_session_kernels(model_path: str, device: str, kernels: list[dict], workdir: Path,
+                              size: str | None = None, trials: int = 3, timeout_s: float = 900.0) -> IntegrationResult:
+    """Write the kernels and a request under `workdir`, run the integration subprocess, read its answer.
+
+    `kernels`: [{kind, candidate_id, source, dtype}]. Never raises for a kernel's or model's fault: a
+    failed integration is an `IntegrationResult` with `correct=False` and the reason in `detail`.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for k in kernels:
+        path = workdir / f"{k['kind']}.py"
+        path.write_text(k["source"])
+        entries.append({"kind": k["kind"], "candidate_id": k.get("candidate_id"), "path": str(path),
+                        "dtype": k.get("dtype")})
+    request = {"model_path": str(model_path), "device": device, "size": size, "trials": trials, "kernels": entries}
+    req_path = workdir / "request.json"
+    req_path.write_text(json.dumps(request, indent=2))
+    env = dict(os.environ)
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
+                              capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return IntegrationResult(replaced=entries, correct=False, detail=f"integration timed out after {timeout_s:.0f} s",
+                                 meaningful=device == "cuda")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            data = json.loads(line[len(RESULT_PREFIX):])
+            return IntegrationResult(**data)
+    tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
+    return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
+                             detail=f"integration process exited {proc.returncode}: " + " | ".join(tail))
+
+
+# -- child side ----------------------------------------------------------------------------------------
+def _load_kernel(path: str, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"autokernel_integrated_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.kernel_fn
+
+
+def _fresh_like(x: Any, gen):
+    """An input of the same kind as `x` with new values (float: same mean and spread; ints: same range)."""
+    import torch
+
+    if isinstance(x, (list, tuple)):
+        return type(x)(_fresh_like(v, gen) for v in x)
+    if isinstance(x, dict):
+        return {k: _fresh_like(v, gen) for k, v in x.items()}
+    if not isinstance(x, torch.Tensor) or x.numel() == 0:
+        return x
+    if x.is_floating_point():
+        std = float(x.float().std()) if x.numel() > 1 else 1.0
+        mean = float(x.float().mean())
+        t = torch.randn(x.shape, generator=gen, dtype=torch.float32) * (std if std > 0 else 1.0) + mean
+        return t.to(dtype=x.dtype, device=x.device)
+    if x.dtype == torch.bool:
+        return x.clone()
+    lo, hi = int(x.min()), int(x.max())
+    return torch.randint(lo, hi + 1, x.shape, generator=gen, dtype=torch.int64).to(dtype=x.dtype, device=x.device)
+
+
+def _tensors(out: Any) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    for name in ("logits", "last_hidden_state", "loss"):
+        if hasattr(out, name):
+            return _tensors(getattr(out, name))
+    return []
+
+
+def _time_ms(fn, device: str) -> float:
+    """Median wall time of `fn`: triton's do_bench on CUDA, a timed loop on the CPU (not meaningful)."""
+    if device == "cuda":
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
+    import statistics
+
+    fn()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _model_dtype(model) -> str:
+    import torch
+
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    for p in model.parameters():
+        if p.is_floating_point():
+            return names.get(p.dtype, "fp32")
+    return "fp32"
+
+
+def run_request(request: dict) -> dict:
+    """Everything the subprocess does; returns the IntegrationResult fields."""
+    device = request["device"]
+    from .devices import use_triton_interpreter
+
+    use_triton_interpreter(device)  # before any kernel is imported
+    import copy
+
+    import torch
+
+    from autokernel.kernels import get_spec
+    from autokernel.kernels.spec import DTYPE_NAMES
+
+    from . import kernel_patch
+    from .model_loading import load_model
+
+    loaded = load_model(request["model_path"], device, size=request.get("size"))
+    original = loaded.model.eval()
+    inputs = list(loaded.inputs) if isinstance(loaded.inputs, (list, tuple)) else [loaded.inputs]
+    patched = copy.deepcopy(original)
+    table, kinds = {}, []
+    for k in request["kernels"]:
+        spec = get_spec(k["kind"])
+        tolerances = {DTYPE_NAMES[d]: list(v) for d, v in spec.tolerances.items() if d in DTYPE_NAMES}
+        fn = _load_kernel(k["path"], k["kind"])
+        table[k["kind"]] = kernel_patch.KernelEntry(k["kind"], fn, tolerances=tolerances)
+        kinds.append(k["kind"])
+    stats = kernel_patch.patch(patched, table)
+    dtype = _model_dtype(original)
+    atol, rtol = MODEL_TOLERANCE.get(dtype, MODEL_TOLERANCE["fp32"])
+    gen = torch.Generator().manual_seed(1234)
+    max_err, correct, details = 0.0, True, []
+    with torch.no_grad():
+        for trial in range(int(request.get("trials", 3))):
+            args = inputs if trial == 0 else [_fresh_like(x, gen) for x in inputs]
+            ref = _tensors(original(*args))
+            out = _tensors(patched(*args))
+            if len(ref) != len(out) or not ref:
+                correct = False
+                details.append(f"trial {trial}: the patched model returned {len(out)} tensors, expected {len(ref)}")
+                continue
+            for r, o in zip(ref, out):
+                if r.shape != o.shape:
+                    correct = False
+                    details.append(f"trial {trial}: shape {tuple(o.shape)} != {tuple(r.shape)}")
+                    continue
+                err = float((o.double() - r.double()).abs().max()) if r.numel() else 0.0
+                scale = float(r.double().abs().max()) if r.numel() else 0.0
+                if not (err <= atol + rtol * scale) or bool(torch.isnan(o).any()) != bool(torch.isnan(r).any()):
+                    correct = False
+                    details.append(f"trial {trial}: max abs error {err:.3g} > {atol} + {rtol} x {scale:.3g}")
+                max_err = max(max_err, err)
+        replaced = stats.as_list(kinds)
+        for item in replaced:
+            item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
+        used = [r["kind"] for r in replaced if r["calls"]]
+        meaningful = device == "cuda"
+
+        def sync():
+            if device == "cuda":
+                torch.cuda.synchronize()
+
+        eager_ms = _time_ms(lambda: original(*inputs), device)
+        model_ms = _time_ms(lambda: patched(*inputs), device)
+        compile_ms = None
+        if device == "cuda":
+            try:
+                compiled = torch.compile(copy.deepcopy(original))
+                for _ in range(3):
+                    compiled(*inputs)
+                sync()
+                compile_ms = _time_ms(lambda: compiled(*inputs), device)
+            except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
+                details.append(f"torch.compile failed: {type(e).__name__}: {e}")
+    summary = (f"outputs within {atol} + {rtol} x max|ref| ({dtype}) on {int(request.get('trials', 3))} inputs"
+               if correct else "outputs differ")
+    summary += f"; kernels used: {', '.join(used) if used else 'none (no call matched a kept kernel)'}"
+    mismatched = [f"{r['kind']}: {m}" for r in replaced for m in r["mismatches"]]
+    if mismatched:
+        summary += "; fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3])
+    if not meaningful:
+        summary += "; CPU timings under Triton's interpreter are not meaningful"
+    return {
+        "replaced": replaced, "correct": correct, "max_abs_error": max_err,
+        "detail": "; ".join([summary] + details),
+        "model_ms": model_ms, "eager_ms": eager_ms, "compile_ms": compile_ms,
+        "speedup_eager": eager_ms / model_ms if model_ms else 0.0,
+        "speedup_compile": (compile_ms / model_ms) if compile_ms and model_ms else None,
+        "meaningful": meaningful,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m autokernel.engine.integrate REQUEST.json", file=sys.stderr)
+        return 2
+    request = json.loads(Path(argv[0]).read_text())
+    try:
+        result = run_request(request)
+    except Exception as e:
+        import traceback
+
+        traceback.print_exc()
+        result = {"replaced": [{"kind": k["kind"], "candidate_id": k.get("candidate_id")} for k in request["kernels"]],
+                  "correct": False, "detail": f"integration failed: {type(e).__name__}: {e}",
+                  "meaningful": request["device"] == "cuda"}
+    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
