@@ -1,0 +1,107 @@
+"""Parameterised Triton candidates, one module per kernel type.
+
+Each module defines `KERNEL`, `METRIC` ("GB/s" or "TFLOP/s"), `DEFAULTS` (a complete params dict),
+`SPACE` (a tuple of `Knob`, each tagged with its playbook tier) and `render(params) -> str`, the
+full source of a candidate file that defines `kernel_fn` with the spec's signature. Optional:
+`effective(params, shape) -> dict` maps params to what actually changes the compiled kernel at a
+shape (so the agent does not spend an experiment on a move that is a no-op there).
+
+Knob values become module-level constants in the rendered file, so a move changes few lines of
+the diff the user sees.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+# Kernel types that have a template, in the order of priority.
+TEMPLATE_KERNELS = (
+    "rmsnorm",
+    "softmax",
+    "cross_entropy",
+    "layernorm",
+    "reduce",
+    "rotary_embedding",
+    "matmul",
+    "fused_mlp",
+    "flash_attention",
+)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One dimension of a template's space of variants.
+
+    `values` are in a meaningful order (ascending for numbers), so the agent can try the
+    neighbours of the current value first. `why` is the reason a move along this knob could pay;
+    it is formatted with `old`, `new` and the target shape's keys when the agent writes a
+    hypothesis.
+    """
+
+    name: str
+    tier: int
+    values: tuple
+    why: str
+    ordered: bool = True  # False: categorical (every other value is a neighbour)
+
+    @property
+    def constant(self) -> str:
+        """The module-level constant this knob becomes in the rendered source."""
+        return self.name.upper()
+
+
+def available() -> list[str]:
+    """Kernel types with a template in this build."""
+    out = []
+    for name in TEMPLATE_KERNELS:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue
+            raise
+        out.append(name)
+    return out
+
+
+def get_template(kernel: str) -> ModuleType:
+    """The template module of a kernel type; ValueError if the playbook has none for it."""
+    if kernel not in TEMPLATE_KERNELS:
+        raise ValueError(f"the playbook has no template for kernel {kernel!r}; it has: {', '.join(available())}")
+    try:
+        return importlib.import_module(f"{__name__}.{kernel}")
+    except ModuleNotFoundError as e:
+        if e.name == f"{__name__}.{kernel}":
+            raise ValueError(f"the playbook has no template for kernel {kernel!r} in this build") from None
+        raise
+
+
+def complete(template: ModuleType, params: dict[str, Any] | None) -> dict[str, Any]:
+    """`params` over the template's defaults, keeping only known knobs (a starter's {} -> DEFAULTS)."""
+    out = dict(template.DEFAULTS)
+    for key, value in (params or {}).items():
+        if key in out:
+            out[key] = value
+    return out
+
+
+def effective(template: ModuleType, params: dict[str, Any], shape: dict | None) -> dict[str, Any]:
+    """What the params mean at `shape` (identity when the template does not say)."""
+    fn = getattr(template, "effective", None)
+    full = complete(template, params)
+    return fn(full, shape or {}) if fn and shape else full
+
+
+def knob_header(space: tuple[Knob, ...], params: dict[str, Any]) -> str:
+    """The block of module-level constants at the top of a rendered candidate."""
+    lines = ["# Knobs of this candidate; the playbook agent moves one at a time. [tier]"]
+    for knob in space:
+        lines.append(f"{knob.constant} = {params[knob.name]!r}  # [{knob.tier}]")
+    return "\n".join(lines)
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
