@@ -1,0 +1,158 @@
+"""The CUDA C++ starters compile for Hopper (sm_90) with the flags the GPU build uses, without a GPU.
+
+Two compiles, both with nvcc and `autokernel.kernels.cuda_build.nvcc_flags("90")` plus the defines
+torch adds to every extension build:
+- each `.cu` alone with `-DAUTOKERNEL_NO_TORCH`: all device kernels, every dtype instantiation and
+  the raw-pointer launchers (plain CUDA headers only), to an object file;
+- the torch bindings of all nine in one translation unit (each file included in its own namespace,
+  with the headers included once up front), because parsing torch's headers costs ~25 s per unit.
+  This machine's CUDA toolkit has no cuBLAS/cuSPARSE headers and torch's CPU wheel no generated
+  `cuda_cmake_macros.h`, so the sources use only the c10 CUDA stream/guard headers and this test
+  defines `C10_CUDA_NO_CMAKE_CONFIGURE_FILE`.
+Also: importing each `starter_cuda.py` works without CUDA, and calling it says why it cannot run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from autokernel.kernels import KERNEL_NAMES
+from autokernel.kernels.cuda_build import nvcc_flags
+
+KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+ARCH = "90"
+
+
+def cu_sources() -> dict[str, Path]:
+    return {p.parent.name: p for p in sorted(KERNELS_DIR.glob("*/*.cu")) if p.stem == p.parent.name}
+
+
+def torch_nvcc_defines() -> list[str]:
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+
+    return list(COMMON_NVCC_FLAGS)
+
+
+def nvcc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    cmd = [NVCC, *torch_nvcc_defines(), *nvcc_flags(ARCH), "-std=c++17", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def combined_binding_unit(sources: dict[str, Path]) -> str:
+    """One translation unit holding every source's torch binding, each inside its own namespace."""
+    headers: list[str] = []
+    for path in sources.values():
+        for match in re.finditer(r"^\s*#include\s+(<[^>]+>)", path.read_text(), re.M):
+            if match.group(1) not in headers:
+                headers.append(match.group(1))
+    lines = [f"#include {h}" for h in headers]
+    for name, path in sources.items():
+        lines += [
+            "#undef TORCH_EXTENSION_NAME",
+            f"#define TORCH_EXTENSION_NAME ak_{name}",
+            f"namespace ak_{name} {{",
+            f'#include "{path}"',
+            "}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Run every compile once, in parallel: {name: CompletedProcess} plus "<bindings>"."""
+    sources = cu_sources()
+    out = tmp_path_factory.mktemp("nvcc")
+    from torch.utils.cpp_extension import include_paths
+
+    torch_includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    unit = out / "bindings.cu"
+    unit.write_text(combined_binding_unit(sources))
+
+    jobs = {name: ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o")] for name, path in sources.items()}
+    jobs["<bindings>"] = [*torch_includes, "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-c", str(unit), "-o", str(out / "bindings.o")]
+    # The bindings unit is by far the longest: start it first.
+    order = ["<bindings>", *sources]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        futures = {name: pool.submit(nvcc, jobs[name], out) for name in order}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_every_kernel_type_has_a_cuda_source():
+    assert sorted(cu_sources()) == sorted(KERNEL_NAMES)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_device_code_compiles_for_sm90(name, compiled):
+    if name not in compiled:
+        pytest.fail(f"kernels/{name}/{name}.cu is missing")
+    result = compiled[name]
+    assert result.returncode == 0, f"nvcc failed on {name}.cu:\n{result.stderr[-4000:]}"
+
+
+@needs_nvcc
+def test_torch_bindings_compile_for_sm90(compiled):
+    result = compiled["<bindings>"]
+    assert result.returncode == 0, f"nvcc failed on the torch bindings:\n{result.stderr[-6000:]}"
+
+
+def _import_starter(path: Path):
+    spec = importlib.util.spec_from_file_location(f"starter_cuda_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_starter_imports_and_refuses_without_gpu(name):
+    path = KERNELS_DIR / name / "starter_cuda.py"
+    assert path.is_file(), f"{path} is missing"
+    module = _import_starter(path)
+    assert callable(module.kernel_fn)
+    assert module.SOURCE.is_file() and module.SOURCE.suffix == ".cu"
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the GPU self-check covers running the starter")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        module.kernel_fn(*[torch.zeros(2, 2)] * _arity(module))
+
+
+def _arity(module) -> int:
+    import inspect
+
+    params = inspect.signature(module.kernel_fn).parameters.values()
+    return sum(1 for p in params if p.default is inspect.Parameter.empty)
+
+
+def test_build_key_changes_with_the_source(tmp_path):
+    from autokernel.kernels.cuda_build import extension_name
+
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k() {}\n")
+    first = extension_name(src, ARCH)
+    assert first.isidentifier() and first == extension_name(src, ARCH)
+    src.write_text("__global__ void k() { }\n")
+    assert extension_name(src, ARCH) != first
+    assert extension_name(src, "80") != extension_name(src, ARCH)
+
+
+def test_source_path_falls_back_to_the_library_copy(tmp_path):
+    from autokernel.kernels.cuda_build import source_path
+
+    moved = tmp_path / "candidate.py"
+    moved.write_text("")
+    assert source_path(str(moved), "softmax.cu") == KERNELS_DIR / "softmax" / "softmax.cu"
+    with pytest.raises(FileNotFoundError):
+        source_path(str(moved), "nonexistent.cu")
