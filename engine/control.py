@@ -2,13 +2,16 @@
 
 The loop runs on one thread and the TUI (or a headless prompt) steers it from another, so every
 control is a flag behind one condition variable; the loop only ever blocks in `wait_while_paused`
-and `wait_for_approval`, both of which a `stop()` wakes at once.
+and `wait_for_approval`, both of which a `stop()` wakes at once. A control never emits its event
+itself: it is noted, and the loop thread emits the notes (`drain`) at its next checkpoint, so a
+listener or a UI thread may call any control at any time without waiting on the store's lock.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 APPROVAL_MODES = ("auto", "ask")
 
@@ -36,6 +39,21 @@ class LoopControl:
         self.stop_requested = False
         self.skip_requested = False
         self.pending: PendingApproval | None = None
+        self.on_change: Callable[[str, str], None] | None = None  # called by the loop thread in drain()
+        self._notes: list[tuple[str, str]] = []
+
+    def note(self, action: str, value: str = "") -> None:
+        """Queue a ControlChanged for the loop thread to emit."""
+        with self._cond:
+            self._notes.append((action, value))
+
+    def drain(self) -> None:
+        """Emit the queued control changes (loop thread only; never while holding the lock)."""
+        with self._cond:
+            notes, self._notes = self._notes, []
+        if self.on_change is not None:
+            for action, value in notes:
+                self.on_change(action, value)
 
     # -- set from any thread ----------------------------------------------------------------
     def pause(self) -> None:
@@ -84,9 +102,13 @@ class LoopControl:
             return skip
 
     def wait_while_paused(self) -> None:
-        with self._cond:
-            while self.paused and not self.stop_requested:
-                self._cond.wait(0.5)
+        while True:
+            self.drain()
+            with self._cond:
+                if not self.paused or self.stop_requested:
+                    break
+                self._cond.wait(0.25)
+        self.drain()
 
     def open_gate(self, candidate_id: str, target: str, speedup: float) -> PendingApproval:
         with self._cond:
@@ -95,9 +117,13 @@ class LoopControl:
 
     def wait_for_approval(self) -> PendingApproval | None:
         """Block until the waiting candidate is approved or rejected; None if stopped first."""
-        with self._cond:
-            pending = self.pending
-            while pending is not None and pending.verdict is None and not self.stop_requested:
+        pending = self.pending
+        while True:
+            self.drain()
+            with self._cond:
+                if pending is None or pending.verdict is not None or self.stop_requested:
+                    self.pending = None
+                    break
                 self._cond.wait(0.25)
-            self.pending = None
-            return pending if pending is not None and pending.verdict else None
+        self.drain()
+        return pending if pending is not None and pending.verdict else None

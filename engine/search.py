@@ -278,6 +278,7 @@ class TargetSearch:
         reported: set[str] = set()
 
         def on_stage(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
+            ctx.control.drain()
             if status in ("pass", "fail", "crash", "timeout", "skipped"):
                 reported.add(stage)
             ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,

@@ -131,8 +131,12 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None]) -> 
 class OptimizeSession:
     """See the module docstring. Construct, then `run()`; controls are safe from any thread."""
 
-    def __init__(self, config: SessionConfig, store: Store, listeners: Iterable[Callable[[ev.Event], None]] = ()):
+    def __init__(self, config: SessionConfig, store: Store, listeners: Iterable[Callable[[ev.Event], None]] = (),
+                 *, agent: Any = None, worker: Any = None, profiler: Callable[[str, str, str | None], Any] | None = None):
+        """`agent`, `worker` and `profiler` replace the real ones (tests, embedding): `profiler(model_path,
+        device, size)` returns an object with `device`, `total_ms` and `rows` like `profile_model`."""
         config.validate()
+        self._agent, self._worker, self._profiler = agent, worker, profiler
         self.config = config
         self.store = store
         self.listeners = list(listeners)
@@ -144,8 +148,7 @@ class OptimizeSession:
 
     # -- controls (any thread) -------------------------------------------------------------------
     def _control_event(self, action: str, value: str = "") -> None:
-        if self.recorder is not None:
-            self.recorder.emit(ev.ControlChanged(action=action, value=value))
+        self.control.note(action, value)  # emitted by the loop thread at its next checkpoint
 
     def pause(self) -> None:
         self.control.pause()
@@ -199,13 +202,12 @@ class OptimizeSession:
         self._open(device)
         assert self.recorder is not None and self.state is not None
         emit = self.recorder.emit
+        self.control.on_change = lambda action, value: emit(ev.ControlChanged(action=action, value=value))
         status = "completed"
         worker = None
         try:
-            loaded = None
             if self.state.profile is None:
-                loaded = self._load(device)
-                self._profile(loaded)
+                self._profile(device)
             plan = plan_targets(self.state.profile.rows, cfg.backend,
                                 lambda m: emit(ev.Log(level="info", message=m)))
             if not plan:
@@ -215,10 +217,13 @@ class OptimizeSession:
             if todo:
                 from autokernel.kernels import get_spec
 
-                from .worker import Worker
+                agent = self._agent if self._agent is not None else make_agent(self.agent_name)
+                if self._worker is not None:
+                    worker = self._worker
+                else:
+                    from .worker import Worker
 
-                agent = make_agent(self.agent_name)
-                worker = Worker(device=device)
+                    worker = Worker(device=device)
                 ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=cache_dir() / "sessions" / self.session_id,
@@ -327,15 +332,14 @@ class OptimizeSession:
 
         return Path(example_path("llama"))
 
-    def _load(self, device: str) -> Any:
-        from .model_loading import load_model
+    def _profile(self, device: str) -> None:
+        if self._profiler is not None:
+            result = self._profiler(self.config.model_path, device, self.config.size)
+        else:
+            from .model_loading import load_model
+            from .profiling import profile_model
 
-        return load_model(self.config.model_path, device, size=self.config.size)
-
-    def _profile(self, loaded: Any) -> None:
-        from .profiling import profile_model
-
-        result = profile_model(loaded)
+            result = profile_model(load_model(self.config.model_path, device, size=self.config.size))
         rows = [row_dict(r) for r in result.rows]
         self.recorder.emit(ev.ProfileReady(device=result.device, total_ms=float(result.total_ms), rows=rows))
 
@@ -358,6 +362,7 @@ class OptimizeSession:
     def _finish(self, status: str, t0: float) -> None:
         if self.recorder is None or self.state is None:
             return
+        self.control.drain()
         summary = self.state.summary()
         started = self.state.started
         summary.update({"status": status, "elapsed_s": round(time.monotonic() - t0, 2),

@@ -1,0 +1,129 @@
+"""Test doubles for the optimize loop's logic only (search order, decisions, budgets, gate, resume).
+
+A fake kernel is a source file whose first line says how the fake harness should judge it:
+`# fake ms=0.8 fail=shape_sweep`. The end-to-end tests use the real worker, profiler and agent.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from autokernel.engine.agents.base import Idea, Variant
+from autokernel.engine.results import STAGES, BenchRecord, CheckReport, StageOutcome
+
+
+def fake_source(ms: float, fail: str = "", tag: str = "") -> str:
+    return f"# fake ms={ms} fail={fail} tag={tag}\ndef kernel_fn(x):\n    return x\n"
+
+
+def _parse(source: str) -> tuple[float, str]:
+    m = re.match(r"# fake ms=([0-9.]+) fail=(\S*)", source)
+    assert m, source[:80]
+    return float(m.group(1)), m.group(2)
+
+
+class FakeWorker:
+    """Judges a fake kernel by its first line; counts the calls, optionally slow."""
+
+    def __init__(self, delay_s: float = 0.0):
+        self.delay_s = delay_s
+        self.checked: list[str] = []
+        self.benched: list[str] = []
+        self.closed = False
+
+    def check(self, path, kernel, backend, on_stage=None, extra_shapes=None):
+        ms, fail = _parse(Path(path).read_text())
+        self.checked.append(Path(path).name)
+        stages = []
+        failed = False
+        for s in STAGES:
+            if failed:
+                stages.append(StageOutcome(s, "skipped"))
+                on_stage and on_stage(s, "skipped", "", 0.0)
+                continue
+            on_stage and on_stage(s, "running", "", 0.0)
+            time.sleep(self.delay_s / len(STAGES))
+            status = "fail" if s == fail else "pass"
+            detail = "max abs error 1.0 at rows=7" if status == "fail" else "ok"
+            stages.append(StageOutcome(s, status, detail, 0.01))
+            on_stage and on_stage(s, status, detail, 0.01)
+            failed = status == "fail"
+        return CheckReport(kernel=kernel, backend=backend, device="cpu", candidate=str(path), stages=stages)
+
+    def bench(self, path, kernel, shapes, dtype):
+        ms, _ = _parse(Path(path).read_text())
+        self.benched.append(Path(path).name)
+        return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
+                            kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,
+                            fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None, meaningful=False)]
+
+    def close(self):
+        self.closed = True
+
+
+@dataclass
+class ScriptedAgent:
+    """Each propose() returns the next list of ideas, built from the parent's time: `moves` are
+    (title, [(factor, fail), ...]) and a variant's time is parent_ms * factor."""
+
+    moves: list = field(default_factory=list)
+    name: str = "scripted"
+    contexts: list = field(default_factory=list)
+    cost_per_call: float = 0.0
+    cost_usd: float = 0.0
+
+    def propose(self, ctx):
+        self.contexts.append(ctx)
+        self.cost_usd += self.cost_per_call
+        if not self.moves:
+            return []
+        parent_ms = ctx.parent_measurement.kernel_ms if ctx.parent_measurement else 1.0
+        title, variants = self.moves.pop(0)
+        n = len(ctx.history) + len(self.contexts)
+        return [Idea(tier=1, title=title, hypothesis=f"{title} because the parent took {parent_ms} ms",
+                     variants=[Variant(source=fake_source(round(parent_ms * f, 6), fail, tag=f"{n}-{i}"),
+                                       label=f"{title} v{i}", params={"i": i})
+                               for i, (f, fail) in enumerate(variants)])]
+
+
+class EndlessAgent:
+    """Always has a new idea: two variants, one 10% faster, one slower."""
+
+    name = "endless"
+
+    def __init__(self):
+        self.calls = 0
+
+    def propose(self, ctx):
+        self.calls += 1
+        ms = ctx.parent_measurement.kernel_ms
+        return [Idea(tier=1, title=f"idea {self.calls}", hypothesis="keep going",
+                     variants=[Variant(source=fake_source(round(ms * 0.9, 9), tag=f"{self.calls}a"), label="faster"),
+                               Variant(source=fake_source(round(ms * 1.2, 9), tag=f"{self.calls}b"), label="slower")])]
+
+
+def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm"), starter_ms=1.0):
+    """Make `autokernel.kernels` know fake kernel types whose starters are fake kernels."""
+    import autokernel.kernels as kernels
+
+    specs = {}
+    for kind in kinds:
+        folder = tmp_path / "specs" / kind
+        folder.mkdir(parents=True, exist_ok=True)
+        starter = folder / "starter_triton.py"
+        starter.write_text(fake_source(starter_ms, tag=kind))
+        specs[kind] = SimpleNamespace(name=kind, starters={"triton": starter}, backends=["triton"], tolerances={})
+    monkeypatch.setattr(kernels, "available", lambda: list(specs))
+    monkeypatch.setattr(kernels, "get_spec", lambda name: specs[name])
+    return specs
+
+
+def fake_profiler(kinds=("fakesoft", "fakenorm")):
+    rows = [{"name": "aten::mystery", "kind": "other", "share": 0.5, "target_shape": None, "target_dtype": "fp32"}]
+    rows += [{"name": f"aten::{k}", "kind": k, "share": 0.2 / (i + 1), "target_shape": {"rows": 4, "cols": 8},
+              "target_dtype": "fp32", "max_speedup": 1.2} for i, k in enumerate(kinds)]
+    return lambda model_path, device, size: SimpleNamespace(device=device, total_ms=10.0, rows=rows)

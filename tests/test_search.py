@@ -1,0 +1,236 @@
+"""The optimize loop: search order and decisions, the approval gate, budgets, plateau, and (with the
+real worker, profiler and playbook agent) a whole headless session with integration and export."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.session import OptimizeSession, SessionConfig
+from autokernel.engine.store import Store
+
+from loop_doubles import EndlessAgent, FakeWorker, ScriptedAgent, fake_profiler, install_fake_specs
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    install_fake_specs(monkeypatch, tmp_path)
+    model = tmp_path / "model.py"
+    model.write_text("# the fake profiler never reads this\n")
+    return tmp_path, model
+
+
+def _session(tmp_path, model, agent, worker=None, listeners=(), **cfg):
+    store = Store(tmp_path / "sessions.db")
+    config = SessionConfig(model_path=str(model), device="cpu", integrate=False, **cfg)
+    return OptimizeSession(config, store, listeners, agent=agent, worker=worker or FakeWorker(),
+                           profiler=fake_profiler()), store
+
+
+def _events(store, sid, cls):
+    return [e for _, e in store.events(sid) if isinstance(e, cls)]
+
+
+def test_targets_in_amdahl_order_and_every_decision_recorded(env):
+    tmp_path, model = env
+    agent = ScriptedAgent(moves=[("tile", [(0.8, ""), (1.5, ""), (0.5, "shape_sweep")])])
+    session, store = _session(tmp_path, model, agent, plateau=5)
+    summary = session.run()
+    sid = session.session_id
+    assert [e.target for e in _events(store, sid, ev.TargetStarted)] == ["fakesoft", "fakenorm"]
+    assert any("no kernel spec for kind 'other'" in e.message for e in _events(store, sid, ev.Log))
+    written = _events(store, sid, ev.CandidateWritten)
+    assert [c.experiment for c in written] == list(range(1, len(written) + 1))
+    decisions = {d.candidate_id: d for d in _events(store, sid, ev.Decision)}
+    assert len(decisions) == len(written)  # every experiment decided
+    by_label = {c.label: decisions[c.candidate_id].decision for c in written if c.target == "fakesoft"}
+    assert by_label == {"starter": "kept", "tile v0": "kept", "tile v1": "discarded", "tile v2": "failed"}
+    failed = next(c for c in written if c.label == "tile v2")
+    assert failed.diff.startswith("---") and "+# fake ms=0.5 fail=shape_sweep" in failed.diff
+    benched = {b.candidate_id for b in _events(store, sid, ev.BenchResult)}
+    assert failed.candidate_id not in benched  # no speedup recorded for a failed candidate
+    stages = [s for s in _events(store, sid, ev.StageResult) if s.candidate_id == failed.candidate_id and s.status != "running"]
+    assert [(s.stage, s.status) for s in stages][:2] == [("smoke", "pass"), ("shape_sweep", "fail")]
+    done = {d.target: d for d in _events(store, sid, ev.TargetDone)}
+    assert done["fakesoft"].reason == "exhausted" and done["fakesoft"].best_speedup == pytest.approx(1 / 0.8)
+    best = summary["targets"][0]
+    assert best["best_label"] == "tile v0" and best["speedup_vs_starter"] == pytest.approx(1.25)
+    # the agent saw the parent's measurement and, later, its own history
+    assert agent.contexts[0].parent_measurement.kernel_ms == 1.0
+    assert store.session(sid)["status"] == "completed"
+    assert _events(store, sid, ev.SessionDone)[0].status == "completed"
+
+
+def test_approval_gate_approve_one_reject_another(env):
+    tmp_path, model = env
+    agent = ScriptedAgent(moves=[("a", [(0.8, "")]), ("b", [(0.7, "")])])
+    seen = []
+    session, store = _session(tmp_path, model, agent, listeners=[seen.append], approval="ask", plateau=5)
+    runner = threading.Thread(target=session.run)
+    runner.start()
+    answers = ["approve", "reject"]
+    deadline = time.time() + 30
+    while runner.is_alive() and time.time() < deadline:
+        pending = session.pending_approval
+        if pending and answers:
+            answer = answers.pop(0)
+            assert getattr(session, answer)(pending["candidate_id"])
+            assert not session.approve("no-such-candidate")
+        time.sleep(0.02)
+    runner.join(10)
+    assert not runner.is_alive() and not answers
+    sid = session.session_id
+    waiting = [e.candidate_id for e in seen if isinstance(e, ev.AwaitingApproval)]
+    assert len(waiting) == 2
+    decisions = {d.candidate_id: d for d in _events(store, sid, ev.Decision)}
+    assert (decisions[waiting[0]].decision, decisions[waiting[0]].by) == ("kept", "user")
+    assert (decisions[waiting[1]].decision, decisions[waiting[1]].by) == ("rejected", "user")
+    controls = [(c.action, c.value) for c in _events(store, sid, ev.ControlChanged)]
+    assert ("approve", waiting[0]) in controls and ("reject", waiting[1]) in controls
+    done = {d.target: d for d in _events(store, sid, ev.TargetDone)}
+    assert done["fakesoft"].best_candidate_id == waiting[0]  # the rejected one never became the best
+
+
+def test_max_experiments_stops_the_loop(env):
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, EndlessAgent(), max_experiments=5, plateau=50)
+    summary = session.run()
+    sid = session.session_id
+    assert len(_events(store, sid, ev.CandidateWritten)) == 5 == summary["experiments"]
+    done = _events(store, sid, ev.TargetDone)
+    assert [(d.target, d.reason) for d in done] == [("fakesoft", "budget")]
+    assert [t.target for t in _events(store, sid, ev.TargetStarted)] == ["fakesoft"]
+    assert summary["status"] == "completed"
+
+
+def test_wall_time_and_cost_budgets(env):
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, EndlessAgent(), worker=FakeWorker(delay_s=0.1), budget_s=0.6,
+                              plateau=50)
+    t0 = time.monotonic()
+    session.run()
+    assert time.monotonic() - t0 < 5
+    done = _events(store, session.session_id, ev.TargetDone)
+    assert done[0].reason == "budget" and "wall-time" in _events(store, session.session_id, ev.Log)[-1].message
+
+    agent = ScriptedAgent(moves=[("m%d" % i, [(0.9, "")]) for i in range(20)], cost_per_call=0.4)
+    session, store = _session(tmp_path, model, agent, max_cost_usd=1.0, plateau=50)
+    session.run()
+    usage = _events(store, session.session_id, ev.LLMUsage)
+    assert usage and usage[-1].total_cost_usd == pytest.approx(1.2)
+    assert len(agent.contexts) == 3  # the third call crossed the budget; no fourth
+    assert _events(store, session.session_id, ev.TargetDone)[0].reason == "budget"
+
+
+def test_plateau_moves_to_the_next_target(env):
+    tmp_path, model = env
+    agent = ScriptedAgent(moves=[("worse %d" % i, [(1.1, "")]) for i in range(10)])
+    session, store = _session(tmp_path, model, agent, plateau=3)
+    session.run()
+    sid = session.session_id
+    done = _events(store, sid, ev.TargetDone)
+    assert (done[0].target, done[0].reason) == ("fakesoft", "plateau")
+    first = [c for c in _events(store, sid, ev.CandidateWritten) if c.target == "fakesoft"]
+    assert len(first) == 4  # the starter and three experiments without a new best
+    assert [t.target for t in _events(store, sid, ev.TargetStarted)] == ["fakesoft", "fakenorm"]
+
+
+def test_stop_skip_pause_from_a_listener(env):
+    tmp_path, model = env
+    box = {}
+
+    def steer(e):
+        if isinstance(e, ev.Decision):
+            box["n"] = box.get("n", 0) + 1
+            if box["n"] == 2:
+                box["s"].pause()
+                threading.Timer(0.3, box["s"].resume).start()
+            if box["n"] == 3:
+                box["s"].skip_target()
+            if box["n"] == 6:
+                box["s"].stop()
+
+    session, store = _session(tmp_path, model, EndlessAgent(), listeners=[steer], plateau=50)
+    box["s"] = session
+    summary = session.run()
+    sid = session.session_id
+    assert summary["status"] == "stopped" and store.session(sid)["status"] == "stopped"
+    actions = [c.action for c in _events(store, sid, ev.ControlChanged)]
+    assert actions[:4] == ["pause", "resume", "skip_target", "stop"]
+    done = _events(store, sid, ev.TargetDone)
+    assert [(d.target, d.reason) for d in done] == [("fakesoft", "skipped")]  # fakenorm stays open for resume
+    assert len(_events(store, sid, ev.CandidateWritten)) == 6
+
+
+# -- the real thing: worker, profiler, playbook agent, integration, export --------------------------------
+def _have_real_parts() -> str | None:
+    import importlib
+
+    for mod in ("autokernel.engine.worker", "autokernel.engine.profiling", "autokernel.engine.model_loading",
+                "autokernel.engine.agents.playbook", "autokernel.engine.examples"):
+        try:
+            importlib.import_module(mod)
+        except ImportError as e:
+            return f"{mod} not built yet ({e})"
+    return None
+
+
+@pytest.mark.skipif(_have_real_parts() is not None, reason=str(_have_real_parts()))
+def test_headless_session_on_the_llama_example_end_to_end(tmp_path):
+    db = tmp_path / "s.db"
+    env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", "--device", "cpu",
+           "--size", "small", "--max-experiments", "6", "--plateau", "3", "--db", str(db), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "completed" and summary["experiments"] == 6
+    assert "#   1" in proc.stderr  # one line per experiment
+    store = Store(db)
+    sid = summary["session_id"]
+    profile = _events(store, sid, ev.ProfileReady)[0]
+    started = [t.target for t in _events(store, sid, ev.TargetStarted)]
+    ranked = [r["kind"] for r in profile.rows if r["kind"] in started]
+    assert started == list(dict.fromkeys(ranked))  # targets in Amdahl order
+    kept = [d for d in _events(store, sid, ev.Decision) if d.decision == "kept"]
+    assert kept
+    integ = _events(store, sid, ev.IntegrationResult)
+    assert integ and integ[0].correct, integ[0].detail if integ else "no integration"
+    assert any(r["calls"] for r in integ[0].replaced)
+    # export, then import the package in a fresh interpreter that never sees autokernel
+    out = tmp_path / "llama_kernels"
+    proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", sid, "--db", str(db), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "RESULTS.md").read_text().count("|") > 10
+    from autokernel.engine.examples import example_path
+
+    script = f"""
+import importlib.util, sys, torch
+import llama_kernels
+spec = importlib.util.spec_from_file_location("m", {str(example_path("llama"))!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+model = m.Model(*m.get_init_inputs()).eval()
+inputs = m.get_inputs()
+with torch.no_grad():
+    ref = model(*inputs)
+    stats = llama_kernels.patch(model)
+    out = model(*inputs)
+assert not [k for k in sys.modules if k.startswith("autokernel")], "autokernel was imported"
+assert sum(stats.calls.values()) > 0, stats.as_list(list(llama_kernels.KERNELS))
+print("ok", float((out.float() - ref.float()).abs().max()))
+"""
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    clean["PYTHONPATH"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=clean,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
