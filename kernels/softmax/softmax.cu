@@ -31,32 +31,45 @@ template <> __device__ __forceinline__ float from_float<float>(float v) { return
 template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-// Load/store VEC consecutive elements (16 bytes when VEC > 1) at vector index idx, as floats.
+// Load/store the VEC consecutive elements of vector index idx as floats: 16-byte accesses when the
+// vector is a whole number of 16-byte chunks (the caller checked alignment), element by element
+// otherwise.
 template <typename T, int VEC>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, int idx, float (&out)[VEC]) {
-  if constexpr (VEC == 1) {
-    out[0] = to_float(p[idx]);
-  } else {
-    static_assert(VEC * sizeof(T) == 16, "vector loads are 16 bytes");
-    uint4 raw = reinterpret_cast<const uint4*>(p)[idx];
-    const T* e = reinterpret_cast<const T*>(&raw);
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, int64_t idx, float (&out)[VEC]) {
+  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) out[k] = to_float(e[k]);
+    for (int c = 0; c < VEC / kPer; ++c) {
+      uint4 raw = reinterpret_cast<const uint4*>(p + idx * VEC)[c];
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) out[c * kPer + k] = to_float(e[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = to_float(p[idx * VEC + k]);
   }
 }
 
 template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* __restrict__ p, int idx, const float (&in)[VEC]) {
-  if constexpr (VEC == 1) {
-    p[idx] = from_float<T>(in[0]);
-  } else {
-    uint4 raw;
-    T* e = reinterpret_cast<T*>(&raw);
+__device__ __forceinline__ void store_vec(T* __restrict__ p, int64_t idx, const float (&in)[VEC]) {
+  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) e[k] = from_float<T>(in[k]);
-    reinterpret_cast<uint4*>(p)[idx] = raw;
+    for (int c = 0; c < VEC / kPer; ++c) {
+      uint4 raw;
+      T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) e[k] = from_float<T>(in[c * kPer + k]);
+      reinterpret_cast<uint4*>(p + idx * VEC)[c] = raw;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) p[idx * VEC + k] = from_float<T>(in[k]);
   }
 }
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -188,8 +201,7 @@ cudaError_t launch_rows(const T* x, T* y, int64_t rows, int cols, cudaStream_t s
 template <typename T>
 cudaError_t launch_typed(const void* x, void* y, int64_t rows, int cols, cudaStream_t stream) {
   constexpr int V = 16 / sizeof(T);
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(y) % 16 == 0);
-  if (aligned && cols % V == 0)
+  if (aligned16(x) && aligned16(y) && cols % V == 0)
     return launch_rows<T, V>(static_cast<const T*>(x), static_cast<T*>(y), rows, cols, stream);
   return launch_rows<T, 1>(static_cast<const T*>(x), static_cast<T*>(y), rows, cols, stream);
 }
