@@ -1,0 +1,298 @@
+"""The offline agent: walks the six playbook tiers over a kernel type's template space.
+
+No network, no randomness: the same context always gives the same ideas, so a run can be
+replayed and compared. Each idea moves one knob of the parent's params (a few values of it are
+the idea's variants); the hypothesis says what the parent measured and why the move could pay.
+
+How the tiers are walked: a tier stays open until `PATIENCE` of its ideas in a row fail to beat
+their parent; the current tier is the lowest open tier with a move left, and ideas are filled
+from there upwards. When the parent is a new best that came from tier t, each lower tier gets
+one more idea around it (a structural change can move the best block size or warp count).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from autokernel.playbook.templates import Knob, complete, effective, get_template
+
+from .base import TIERS, AgentContext, Idea, Measurement, Tried, Variant
+
+PATIENCE = 2  # ideas in a row that did not pay before a tier is left behind
+GAIN = 0.01  # a move "paid" if it beat its parent by more than this fraction
+NEAR = 2  # values of an ordered knob within this many steps are tried before farther ones
+
+
+class _Fields(dict):
+    """Format fields for hypothesis text; a field the shape lacks reads as '?'."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+class PlaybookAgent:
+    """`propose(ctx) -> list[Idea]` from the playbook templates (see module docstring)."""
+
+    name = "playbook"
+
+    def propose(self, ctx: AgentContext) -> list[Idea]:
+        if ctx.backend != "triton":
+            raise ValueError(f"playbook has no moves for {ctx.kernel} on the {ctx.backend} backend (it writes Triton)")
+        template = get_template(ctx.kernel)  # ValueError: playbook has no template for this kernel
+        tried = _tried_keys(template, ctx)
+        if not _is_template_params(template, ctx.parent_params):
+            return self._enter_template(template, ctx, tried)
+        parent = complete(template, ctx.parent_params)
+        moves = self._moves(template, ctx, parent, tried)
+        return moves[: max(ctx.max_ideas, 0)]
+
+    # -- the first step: from a starter (or foreign code) into the template family ----------------
+    def _enter_template(self, template: Any, ctx: AgentContext, tried: set[str]) -> list[Idea]:
+        base = dict(template.DEFAULTS)
+        warps = _warps_for_width(_width(ctx.shape), ctx.dtype)
+        starts = [base]
+        if "num_warps" in base:
+            for w in (warps, warps * 2, max(warps // 2, 1)):
+                starts.append({**base, "num_warps": min(w, 32)})
+        variants, seen = [], set()
+        for params in starts:
+            key = _key(template, params, ctx.shape)
+            if key in tried or key in seen:
+                continue
+            seen.add(key)
+            label = "template defaults" + (f", num_warps={params['num_warps']}" if "num_warps" in params else "")
+            variants.append(Variant(source=template.render(params), label=label, params=dict(params)))
+            if len(variants) >= max(ctx.max_variants, 1):
+                break
+        if not variants or ctx.max_ideas <= 0:
+            return []
+        where = _measured(ctx, template)
+        hypothesis = (
+            f"{where}. The parent is not from the playbook's {ctx.kernel} template, so there are no knobs to move yet: "
+            f"this idea moves to the template family (whole-row tiles, fp32 math, cache hints; its defaults and "
+            f"num_warps sized for {_width(ctx.shape) or '?'}-wide rows), so later rounds can tune it one knob at a time."
+        )
+        return [Idea(tier=1, title=f"Move from the starter to the playbook {ctx.kernel} template", hypothesis=hypothesis,
+                     variants=variants, parent_id=ctx.parent_id)]
+
+    # -- later steps: one knob per idea, tiers walked by what paid -------------------------------
+    def _moves(self, template: Any, ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
+        knobs: list[Knob] = list(template.SPACE)
+        known = _known(ctx)
+        closed = _closed_tiers(ctx, known)
+        misses = _knob_misses(ctx, known)
+        parent_key = _key(template, parent, ctx.shape)
+        by_knob: dict[str, list[dict]] = {}
+        far: set[str] = set()
+        for knob in knobs:
+            seen = {parent_key}
+            near, rest = [], []
+            for distance, value in _neighbours(knob, parent[knob.name]):
+                params = {**parent, knob.name: value}
+                key = _key(template, params, ctx.shape)
+                if key in tried or key in seen:
+                    continue
+                seen.add(key)
+                (near if distance <= NEAR else rest).append(params)
+            if near or rest:
+                by_knob[knob.name] = near or rest
+                if not near:
+                    far.add(knob.name)
+        if not by_knob:
+            return []  # every single-knob move from this parent has been tried
+        index = {k.name: i for i, k in enumerate(knobs)}
+        order = sorted(
+            (k for k in knobs if k.name in by_knob),
+            key=lambda k: (k.name in far, k.tier in closed, misses.get(k.name, 0) >= PATIENCE, k.tier,
+                           misses.get(k.name, 0), index[k.name]),
+        )
+        start = order[0].tier
+        revisit = _revisit_knobs(ctx, order, start)
+        if revisit:
+            order = [order[0], *revisit, *[k for k in order[1:] if k not in revisit]]
+        order = _steer(order, ctx.hint)
+        ideas = []
+        for knob in order[: max(ctx.max_ideas, 0)]:
+            steps = by_knob[knob.name][: max(ctx.max_variants, 1)]
+            ideas.append(self._idea(template, ctx, parent, knob, steps, revisit=knob in revisit))
+        return ideas
+
+    def _idea(self, template: Any, ctx: AgentContext, parent: dict, knob: Knob, steps: list[dict], revisit: bool) -> Idea:
+        old = parent[knob.name]
+        news = [s[knob.name] for s in steps]
+        fields = _Fields({**{k: v for k, v in ctx.shape.items()}, "width": _width(ctx.shape) or "?",
+                          "old": old, "new": news[0]})
+        why = knob.why.format_map(fields)
+        if len(news) > 1:
+            why += f" (also trying {', '.join(_show(v) for v in news[1:])})"
+        again = " Revisited around the new best, since the last change can move its best value." if revisit else ""
+        hypothesis = f"{_measured(ctx, template, knob.name, old)}: {why}. {_expectation(ctx)}{again}"
+        title = f"{knob.name}: {_show(old)} -> {' / '.join(_show(v) for v in news)}"
+        variants = [Variant(source=template.render(s), label=f"{knob.name}={_show(s[knob.name])}", params=dict(s))
+                    for s in steps]
+        return Idea(tier=knob.tier, title=title, hypothesis=hypothesis, variants=variants, parent_id=ctx.parent_id)
+
+
+# -- what has been tried, and what paid ----------------------------------------------------------
+def _key(template: Any, params: dict, shape: dict) -> str:
+    """Params as they act at the target shape, as a stable string (two no-op-different params match)."""
+    return json.dumps(effective(template, params, shape), sort_keys=True, default=str)
+
+
+def _is_template_params(template: Any, params: dict) -> bool:
+    return bool(params) and set(params) <= set(template.DEFAULTS)
+
+
+def _tried_keys(template: Any, ctx: AgentContext) -> set[str]:
+    keys = set()
+    for tried in ctx.history:
+        for m in tried.results:
+            if _is_template_params(template, m.params):
+                keys.add(_key(template, m.params, ctx.shape))
+    for _, m in ctx.pool:
+        if _is_template_params(template, m.params):
+            keys.add(_key(template, m.params, ctx.shape))
+    return keys
+
+
+def _known(ctx: AgentContext) -> dict[str, Measurement]:
+    out: dict[str, Measurement] = {}
+    for tried in ctx.history:
+        for m in tried.results:
+            out[m.candidate_id] = m
+    for cid, m in ctx.pool:
+        out[cid] = m
+    for m in (ctx.best, ctx.parent_measurement):
+        if m is not None:
+            out[m.candidate_id] = m
+    return out
+
+
+def _paid(tried: Tried, known: dict[str, Measurement]) -> bool:
+    parent = known.get(tried.parent_id or "")
+    times = [m.kernel_ms for m in tried.results if m.passed and m.kernel_ms]
+    if not times or parent is None or not parent.kernel_ms:
+        return False
+    return min(times) < parent.kernel_ms * (1 - GAIN)
+
+
+def _closed_tiers(ctx: AgentContext, known: dict[str, Measurement]) -> set[int]:
+    """Tiers whose last PATIENCE ideas (since the tier last paid) all failed to beat their parent."""
+    misses: dict[int, int] = {}
+    for tried in ctx.history:
+        if not tried.results:
+            continue
+        misses[tried.tier] = 0 if _paid(tried, known) else misses.get(tried.tier, 0) + 1
+    return {t for t, n in misses.items() if n >= PATIENCE}
+
+
+def _knob_misses(ctx: AgentContext, known: dict[str, Measurement]) -> dict[str, int]:
+    """Per knob, the ideas in a row (since it last paid) that moved it without beating the parent."""
+    out: dict[str, int] = {}
+    for tried in ctx.history:
+        parent = known.get(tried.parent_id or "")
+        if parent is None or not tried.results:
+            continue
+        moved = {k for m in tried.results for k in set(m.params) | set(parent.params)
+                 if m.params.get(k) != parent.params.get(k)}
+        if len(moved) != 1:
+            continue  # not a one-knob move (e.g. the step into the template)
+        knob = moved.pop()
+        out[knob] = 0 if _paid(tried, known) else out.get(knob, 0) + 1
+    return out
+
+
+def _revisit_knobs(ctx: AgentContext, knobs: list[Knob], start: int) -> list[Knob]:
+    """One knob of each lower tier around a parent that is a new best from a higher tier."""
+    origin = next((t for t in ctx.history if any(m.candidate_id == ctx.parent_id for m in t.results)), None)
+    is_best = ctx.best is not None and ctx.best.candidate_id == ctx.parent_id
+    if origin is None or not is_best or origin.tier <= 1:
+        return []
+    done = {t.tier for t in ctx.history if t.parent_id == ctx.parent_id}
+    out = []
+    for tier in range(1, origin.tier):
+        if tier in done or tier == start:
+            continue
+        knob = next((k for k in knobs if k.tier == tier), None)
+        if knob is not None:
+            out.append(knob)
+    return out[:1]
+
+
+def _steer(order: list[Knob], hint: str) -> list[Knob]:
+    """A person's hint that names a knob or 'tier N' puts those moves first."""
+    text = (hint or "").lower()
+    if not text:
+        return order
+    wanted = [k for k in order if k.name in text or f"tier {k.tier}" in text]
+    return wanted + [k for k in order if k not in wanted]
+
+
+# -- describing what was measured ----------------------------------------------------------------
+def _neighbours(knob: Knob, current: Any) -> list[tuple[int, Any]]:
+    """(distance, value) for the other values of a knob, nearest first (upward first on ties);
+    categorical knobs have every other value at distance 1."""
+    values = list(knob.values)
+    if current not in values or not knob.ordered:
+        return [(1, v) for v in values if v != current]
+    i = values.index(current)
+    out = []
+    for d in range(1, len(values)):
+        for j in (i + d, i - d):
+            if 0 <= j < len(values):
+                out.append((d, values[j]))
+    return out
+
+
+def _width(shape: dict) -> int:
+    for key in ("cols", "vocab", "head_dim", "N", "hidden"):
+        if key in shape:
+            return int(shape[key])
+    return 0
+
+
+def _warps_for_width(width: int, dtype: str) -> int:
+    """A first guess of warps for a row `width` wide: about 8 elements per thread per pass."""
+    if not width:
+        return 8
+    warps = 1
+    while warps < 32 and warps * 32 * 8 < width:
+        warps *= 2
+    return warps
+
+
+def _shape_text(shape: dict) -> str:
+    if "rows" in shape:
+        rest = [k for k in shape if k != "rows"]
+        return f"{shape['rows']}x{'x'.join(str(shape[k]) for k in rest)} ({', '.join(['rows', *rest])})"
+    return ", ".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _measured(ctx: AgentContext, template: Any, knob: str | None = None, value: Any = None) -> str:
+    """"rmsnorm at 71% of copy bandwidth (0.123 ms) with num_warps=4 on 8192x4096 bf16"."""
+    m = ctx.parent_measurement
+    ceiling = "copy bandwidth" if template.METRIC == "GB/s" else "matmul peak"
+    setting = f" with {knob}={_show(value)}" if knob else ""
+    on = f" on {_shape_text(ctx.shape)} {ctx.dtype}" if ctx.shape else f" ({ctx.dtype})"
+    if m is None or m.kernel_ms is None:
+        return f"{ctx.kernel}{setting}{on}, not timed yet"
+    frac = f"{m.fraction_of_ceiling:.0%} of {ceiling}, " if m.fraction_of_ceiling is not None else ""
+    timing = "" if ctx.device == "cuda" else " under the CPU interpreter, not a GPU number"
+    return f"{ctx.kernel} at {frac}{m.kernel_ms:.4g} ms{timing}{setting}{on}"
+
+
+def _expectation(ctx: AgentContext) -> str:
+    m = ctx.parent_measurement
+    if m is None or m.fraction_of_ceiling is None:
+        return "Expect the timing to say whether it pays."
+    f = m.fraction_of_ceiling
+    if f < 0.6:
+        return f"At {f:.0%} of the ceiling there is a lot of headroom, so a change in parallelism or bytes in flight should show clearly."
+    if f < 0.85:
+        return f"At {f:.0%} the remaining gap is mostly latency hiding and tail effects; expect a few to ten percent if this addresses them."
+    return f"At {f:.0%} the kernel is near the ceiling: expect a few percent at most."
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
