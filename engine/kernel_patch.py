@@ -125,11 +125,22 @@ def _is_rmsnorm(m):
             and (_rmsnorm_eps(m) is not None or isinstance(m, getattr(nn, "RMSNorm", ()))))
 
 
+_MLP_EXTRAS = (nn.SiLU, nn.Dropout, nn.Identity)
+
+
 def _mlp_linears(m):
+    """(gate, up, down) of a SwiGLU MLP module: exactly three bias-free linears as its children,
+    plus at most an activation or dropout (a block that merely holds such linears is not an MLP)."""
+    children = list(m.children())
+    linears = [c for c in children if isinstance(c, nn.Linear)]
+    if len(linears) != 3 or any(not isinstance(c, (nn.Linear, *_MLP_EXTRAS)) for c in children):
+        return None
     for names in (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"), ("gate", "up", "down")):
         parts = [getattr(m, n, None) for n in names]
         if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
-            return parts
+            gate, up, down = parts
+            if gate.weight.shape == up.weight.shape and down.in_features == gate.out_features:
+                return parts
     return None
 
 

@@ -1,0 +1,206 @@
+"""`autokernel export`: a standalone package (no autokernel import) whose patch(model) routes the
+model's calls to the kept kernel and keeps its outputs; plus the patcher's own guard rails."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autokernel.engine import kernel_patch
+from autokernel.engine.session import OptimizeSession, SessionConfig
+from autokernel.engine.store import Store
+
+from loop_doubles import FakeWorker, ScriptedAgent, fake_profiler, fake_source, install_fake_specs
+
+TRITON_SOFTMAX = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n_cols + offs, (e / tl.sum(e, 0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x):
+    x2 = x.contiguous()
+    y = torch.empty_like(x2)
+    n = x2.shape[-1]
+    _softmax_rows[(x2.numel() // n,)](x2, y, n, BLOCK=triton.next_power_of_2(n))
+    return y
+'''
+
+MODEL = '''
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(24, 24)
+    def forward(self, x):
+        return torch.softmax(self.proj(x), dim=-1) * 2
+def get_inputs():
+    return [torch.randn(3, 5, 24)]
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.fixture
+def session_with_softmax(tmp_path, monkeypatch):
+    """A finished session whose kept softmax kernel is a real Triton kernel (judged by the fake harness)."""
+    install_fake_specs(monkeypatch, tmp_path, kinds=("softmax",))
+    (tmp_path / "model.py").write_text(MODEL)
+    agent = ScriptedAgent(moves=[("real", [(0.5, "")])])
+    real = fake_source(0.5, tag="real") + TRITON_SOFTMAX
+    agent.propose = _with_source(agent.propose, real)
+    store = Store(tmp_path / "s.db")
+    cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=3)
+    session = OptimizeSession(cfg, store, agent=agent, worker=FakeWorker(), profiler=fake_profiler(("softmax",)))
+    session.run()
+    return tmp_path, session.session_id
+
+
+def _with_source(propose, source):
+    def wrapped(ctx):
+        ideas = propose(ctx)
+        for idea in ideas:
+            for v in idea.variants:
+                v.source = source
+        return ideas
+    return wrapped
+
+
+def test_exported_package_imports_without_autokernel_and_patches(session_with_softmax):
+    tmp_path, sid = session_with_softmax
+    out = tmp_path / "pkgs" / "my_kernels"
+    env = dict(os.environ)
+    proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", "latest", "--db",
+                           str(tmp_path / "s.db"), "-o", str(out), "--json"], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["session_id"] == sid and [k["kind"] for k in result["kernels"]] == ["softmax"]
+    assert sorted(p.name for p in out.iterdir()) == [".autokernel-export", "RESULTS.md", "__init__.py", "_patch.py", "softmax.py"]
+    results = (out / "RESULTS.md").read_text()
+    assert sid in results and "| softmax |" in results and "not meaningful" in results and "autokernel optimize" in results
+    script = f"""
+import importlib.util, sys, torch
+sys.meta_path.insert(0, type("NoAutokernel", (), {{"find_spec": staticmethod(
+    lambda name, *a: (_ for _ in ()).throw(ImportError("autokernel is off limits")) if name.startswith("autokernel") else None)}})())
+import my_kernels
+spec = importlib.util.spec_from_file_location("m", {str(tmp_path / "model.py")!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+torch.manual_seed(0)
+model = m.Model().eval(); x = m.get_inputs()[0]
+with torch.no_grad():
+    ref = model(x)
+    stats = my_kernels.patch(model)
+    out = model(x); out = model(x)
+assert stats.calls["softmax"] == 2 and not stats.mismatches["softmax"], stats.as_list(["softmax"])
+assert torch.allclose(out, ref, atol=1e-5), (out - ref).abs().max()
+assert not [k for k in sys.modules if k.startswith("autokernel")]
+print("ok")
+"""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    clean["PYTHONPATH"] = str(out.parent)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=clean,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    # a second export refuses to overwrite unless asked, then replaces only its own earlier export
+    again = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", sid, "--db", str(tmp_path / "s.db"),
+                            "-o", str(out)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "--force" in again.stderr
+    again = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", sid, "--db", str(tmp_path / "s.db"),
+                            "-o", str(out), "--force"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+
+
+def test_export_errors_are_one_line(tmp_path):
+    db = tmp_path / "empty.db"
+    Store(db)
+    proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", "nope", "--db", str(db), "-o",
+                           str(tmp_path / "x")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no session 'nope'" in proc.stderr
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(d) + 0.5)
+        self.variance_epsilon = 1e-6
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon) * self.weight
+
+
+class _MLP(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.w1, self.w3, self.w2 = nn.Linear(d, h, bias=False), nn.Linear(d, h, bias=False), nn.Linear(h, d, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class _Block(nn.Module):
+    """Holds its own w1/w3/w2 too: a block with such linears and more is not mistaken for an MLP."""
+
+    def __init__(self, d=16, h=40):
+        super().__init__()
+        self.norm = _RMSNorm(d)
+        self.mlp = _MLP(d, h)
+        self.w1, self.w3, self.w2 = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        h = self.norm(x)
+        q = self.w1(h).view(2, 3, 2, 8).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, q, q, is_causal=True).transpose(1, 2).reshape(2, 3, 16)
+        return self.ln(self.mlp(a) + self.w2(x) + self.w3(x)).softmax(-1)
+
+
+def test_patcher_routes_matching_calls_and_refuses_a_wrong_kernel():
+    torch.manual_seed(0)
+    model = _Block().eval()
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        ref = model(x)
+        good = {
+            "rmsnorm": lambda x, w, eps=1e-6: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,
+            "layernorm": lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+            "fused_mlp": lambda x, g, u, d: (F.silu(x @ g.T) * (x @ u.T)) @ d.T,
+            "softmax": lambda x: torch.softmax(x, -1),
+            "flash_attention": lambda q, k, v, causal=False: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+            "matmul": lambda a, b: a @ b,
+        }
+        patched = copy.deepcopy(model)
+        stats = kernel_patch.patch(patched, good)
+        out = patched(x)
+        assert torch.allclose(out, ref, atol=1e-5)
+        assert {k: stats.calls[k] > 0 for k in good} == {k: True for k in good}, stats.as_list(list(good))
+        assert stats.modules["rmsnorm"] == 1 and stats.modules["fused_mlp"] == 1 and stats.modules["layernorm"] == 1
+        # a kernel that computes something else is caught on its first call and never used there again
+        wrong = copy.deepcopy(model)
+        stats = kernel_patch.patch(wrong, {"softmax": lambda x: torch.softmax(x, -1) * 1.01,
+                                           "rmsnorm": lambda x, w, eps=1e-6: x})
+        assert torch.equal(wrong(x), ref) and torch.equal(wrong(x), ref)
+        assert stats.calls["softmax"] == 0 and stats.fallbacks["softmax"] == 2 and stats.mismatches["softmax"]
+        assert stats.calls["rmsnorm"] == 0 and stats.mismatches["rmsnorm"]
+        # a dtype the kernel was not checked on falls through to PyTorch
+        typed = copy.deepcopy(model)
+        stats = kernel_patch.patch(typed, {"softmax": kernel_patch.KernelEntry("softmax", good["softmax"], dtypes=["fp16"])})
+        assert torch.equal(typed(x), ref) and stats.calls["softmax"] == 0 and stats.fallbacks["softmax"] == 1
