@@ -101,8 +101,9 @@ def dtype_name(value: Any) -> str:
     return DTYPE_ALIASES.get(str(value), str(value)) if value is not None else "fp32"
 
 
-def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None]) -> list[dict]:
-    """Profile rows (already in Amdahl order) that become targets: one per kernel type with a spec."""
+def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], device: str = "cuda") -> list[dict]:
+    """Profile rows (already in Amdahl order) that become targets: one per kernel type with a spec
+    and a starter that can run here (CUDA C++ starters need a GPU)."""
     from autokernel.kernels import available, get_spec
 
     known = set(available())
@@ -118,9 +119,10 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None]) -> 
             log(f"skipping {row.get('name', kind)!s}: the profiler found no target shape")
             continue
         spec = get_spec(kind)
-        use = backend if backend in spec.starters else (spec.backends[0] if spec.backends else None)
+        runnable = [b for b in spec.backends if device == "cuda" or b != "cuda"]
+        use = backend if backend in runnable else (runnable[0] if runnable else None)
         if use is None:
-            log(f"skipping {kind}: no starter kernel")
+            log(f"skipping {kind}: no starter kernel that runs on {device}")
             continue
         seen.add(kind)
         plan.append({"kind": kind, "row": i, "shape": dict(row["target_shape"]),
@@ -209,7 +211,7 @@ class OptimizeSession:
             if self.state.profile is None:
                 self._profile(device)
             plan = plan_targets(self.state.profile.rows, cfg.backend,
-                                lambda m: emit(ev.Log(level="info", message=m)))
+                                lambda m: emit(ev.Log(level="info", message=m)), device)
             if not plan:
                 emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
             todo = [p for p in plan if self.state.targets.get(p["kind"]) is None
