@@ -158,8 +158,11 @@ def run_request(request: dict) -> dict:
     patched = copy.deepcopy(original)
     table, kinds = {}, []
     for k in request["kernels"]:
-        spec = get_spec(k["kind"])
-        tolerances = {DTYPE_NAMES[d]: list(v) for d, v in spec.tolerances.items() if d in DTYPE_NAMES}
+        try:
+            spec_tol = get_spec(k["kind"]).tolerances
+        except Exception:  # no spec in this build: the patcher's default tolerances
+            spec_tol = {}
+        tolerances = {DTYPE_NAMES[d]: list(v) for d, v in spec_tol.items() if d in DTYPE_NAMES}
         fn = _load_kernel(k["path"], k["kind"])
         table[k["kind"]] = kernel_patch.KernelEntry(k["kind"], fn, tolerances=tolerances)
         kinds.append(k["kind"])

@@ -234,3 +234,23 @@ print("ok", float((out.float() - ref.float()).abs().max()))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=clean,
                           cwd=str(tmp_path))
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--approval", "ask"], "needs a terminal"),
+    (["--budget", "soon"], "cannot read duration 'soon'"),
+    (["--max-experiments", "0"], "must be a positive number"),
+    (["/no/such/model.py"], "does not exist"),
+    (["--resume", "nope"], "no session 'nope'"),
+])
+def test_optimize_bad_input_is_one_line(tmp_path, extra, message):
+    cmd = [sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", "--device", "cpu",
+           "--db", str(tmp_path / "s.db"), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_parse_duration():
+    from autokernel.engine.commands.optimize import parse_duration
+
+    assert [parse_duration(t) for t in ("90s", "30m", "2h", "1h30m", "45")] == [90, 1800, 7200, 5400, 45]
