@@ -1,0 +1,246 @@
+// Cross-entropy, CUDA C++ starter: mean over rows of logsumexp(logits[r]) - logits[r, target[r]],
+// as an fp32 scalar (rows whose target is -100 are skipped, as F.cross_entropy does by default).
+//
+// What it does: float, __half and __nv_bfloat16 logits, int64 targets; one streaming pass per row
+// with an online max/sum in fp32 (16-byte vector loads when the vocabulary is a multiple of the
+// vector width and the logits are 16-byte aligned, scalar otherwise); one warp per row for small
+// vocabularies, one block per row otherwise. Deterministic: per-row losses go to a scratch buffer
+// and a second, single-block kernel adds them in a fixed order, so no float atomics are used and
+// the result is bitwise identical across runs.
+// What it does not do: no label smoothing, no class weights, no split of one row over blocks.
+//
+// Layout: device code and a raw-pointer launcher first (plain CUDA, compiled on CPU-only machines by
+// the tests with -DAUTOKERNEL_NO_TORCH), then the torch binding.
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+#include <math_constants.h>
+
+namespace {
+
+constexpr int kItems = 4;        // vectors a thread keeps in registers
+constexpr int kWarpRows = 4;     // rows per block in the warp-per-row layout
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+
+// Load/store the VEC consecutive elements of vector index idx as floats: 16-byte accesses when the
+// vector is a whole number of 16-byte chunks (the caller checked alignment), element by element
+// otherwise.
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T* __restrict__ p, int64_t idx, float (&out)[VEC]) {
+  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int c = 0; c < VEC / kPer; ++c) {
+      uint4 raw = reinterpret_cast<const uint4*>(p + idx * VEC)[c];
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) out[c * kPer + k] = to_float(e[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = to_float(p[idx * VEC + k]);
+  }
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Reduce across the threads that own a row: one warp, or the whole block (warp shuffles, then
+// shared memory). Every thread of the row gets the result. Safe to call repeatedly.
+template <bool WARP_ROW>
+__device__ __forceinline__ float row_sum(float v) {
+  v = warp_sum(v);
+  if constexpr (WARP_ROW) return v;
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();  // the previous call's readers are done with `partial`
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  return warp_sum(lane < warps ? partial[lane] : 0.f);
+}
+
+template <bool WARP_ROW>
+__device__ __forceinline__ float row_max(float v) {
+  v = warp_max(v);
+  if constexpr (WARP_ROW) return v;
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  return warp_max(lane < warps ? partial[lane] : -CUDART_INF_F);
+}
+
+constexpr int64_t kIgnoreIndex = -100;  // F.cross_entropy's default: the row neither adds nor counts
+constexpr int kMeanThreads = 1024;
+
+// Per row: loss = logsumexp(logits[row]) - logits[row, target], one streaming pass with an online
+// max/sum; `valid` says whether the row counts towards the mean. Out-of-range targets give NaN.
+template <typename T, int VEC, bool WARP_ROW>
+__global__ void row_loss_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
+                                float* __restrict__ loss, float* __restrict__ valid, int64_t rows, int vocab) {
+  const int lanes = WARP_ROW ? 32 : blockDim.x;
+  const int tid = WARP_ROW ? (threadIdx.x & 31) : threadIdx.x;
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * kWarpRows + (threadIdx.x >> 5) : int64_t(blockIdx.x);
+  if (row >= rows) return;  // whole warps leave together; in block mode row < rows always
+  const T* xr = logits + row * int64_t(vocab);
+  const int nvec = vocab / VEC;
+  float m = -CUDART_INF_F, s = 0.f;
+  for (int idx = tid; idx < nvec; idx += lanes) {
+    float v[VEC];
+    load_vec<T, VEC>(xr, idx, v);
+    float vm = v[0];
+#pragma unroll
+    for (int k = 1; k < VEC; ++k) vm = fmaxf(vm, v[k]);
+    const float nm = fmaxf(m, vm);
+    s *= expf(m - nm);  // m == -inf only before the first vector, when s is 0
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) s += expf(v[k] - nm);
+    m = nm;
+  }
+  const float gm = row_max<WARP_ROW>(m);
+  s = (m == -CUDART_INF_F) ? 0.f : s * expf(m - gm);
+  const float total = row_sum<WARP_ROW>(s);
+  if (tid == 0) {
+    const int64_t t = targets[row];
+    if (t == kIgnoreIndex) {
+      loss[row] = 0.f;
+      valid[row] = 0.f;
+    } else if (t < 0 || t >= vocab) {
+      loss[row] = CUDART_NAN_F;
+      valid[row] = 1.f;
+    } else {
+      loss[row] = gm + logf(total) - to_float(xr[t]);
+      valid[row] = 1.f;
+    }
+  }
+}
+
+// One block adds the per-row losses in a fixed order (strided per thread, then a fixed tree), so
+// the mean is bitwise identical from run to run: no atomics anywhere.
+__global__ void mean_kernel(const float* __restrict__ loss, const float* __restrict__ valid, float* __restrict__ out,
+                            int64_t rows) {
+  float s = 0.f, n = 0.f;
+  for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) {
+    s += loss[i];
+    n += valid[i];
+  }
+  s = row_sum<false>(s);
+  n = row_sum<false>(n);
+  if (threadIdx.x == 0) out[0] = s / n;  // no counted rows: 0/0 = NaN, as PyTorch gives
+}
+
+template <typename T, int VEC>
+cudaError_t launch_rows(const T* x, const int64_t* targets, float* loss, float* valid, int64_t rows, int vocab,
+                        cudaStream_t stream) {
+  const int nvec = vocab / VEC;
+  if (nvec <= 32 * kItems) {
+    const unsigned blocks = unsigned((rows + kWarpRows - 1) / kWarpRows);
+    row_loss_kernel<T, VEC, true><<<blocks, 32 * kWarpRows, 0, stream>>>(x, targets, loss, valid, rows, vocab);
+  } else {
+    int threads = (nvec + kItems - 1) / kItems;
+    threads = ((threads + 31) / 32) * 32;
+    threads = threads < 128 ? 128 : (threads > 1024 ? 1024 : threads);
+    row_loss_kernel<T, VEC, false><<<unsigned(rows), threads, 0, stream>>>(x, targets, loss, valid, rows, vocab);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const void* x, const int64_t* targets, float* loss, float* valid, int64_t rows, int vocab,
+                         cudaStream_t stream) {
+  constexpr int V = 16 / sizeof(T);
+  const T* xt = static_cast<const T*>(x);
+  if (aligned16(x) && vocab % V == 0) return launch_rows<T, V>(xt, targets, loss, valid, rows, vocab, stream);
+  return launch_rows<T, 1>(xt, targets, loss, valid, rows, vocab, stream);
+}
+
+}  // namespace
+
+// dtype: 0 = float32, 1 = float16, 2 = bfloat16. `scratch` holds 2 * rows floats; `out` one float.
+cudaError_t cross_entropy_launch(int dtype, const void* logits, const int64_t* targets, float* scratch, float* out,
+                                 int64_t rows, int vocab, cudaStream_t stream) {
+  float* loss = scratch;
+  float* valid = scratch + rows;
+  if (rows > 0) {
+    cudaError_t err;
+    switch (dtype) {
+      case 0: err = launch_typed<float>(logits, targets, loss, valid, rows, vocab, stream); break;
+      case 1: err = launch_typed<__half>(logits, targets, loss, valid, rows, vocab, stream); break;
+      case 2: err = launch_typed<__nv_bfloat16>(logits, targets, loss, valid, rows, vocab, stream); break;
+      default: return cudaErrorInvalidValue;
+    }
+    if (err != cudaSuccess) return err;
+  }
+  mean_kernel<<<1, kMeanThreads, 0, stream>>>(loss, valid, out, rows);
+  return cudaGetLastError();
+}
+
+#ifndef AUTOKERNEL_NO_TORCH
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace {
+// The launcher's dtype code: 0 = float32, 1 = float16, 2 = bfloat16.
+int dtype_code(const at::Tensor& t, const char* what) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return 0;
+    case at::kHalf: return 1;
+    case at::kBFloat16: return 2;
+    default: TORCH_CHECK(false, what, ": unsupported dtype ", t.scalar_type(), " (float32, float16, bfloat16 only)");
+  }
+  return -1;
+}
+
+void check_input(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
+  TORCH_CHECK(t.is_contiguous(), what, " must be contiguous (call .contiguous() first)");
+}
+}  // namespace
+
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
+  check_input(logits, "cross_entropy: logits");
+  check_input(targets, "cross_entropy: targets");
+  TORCH_CHECK(logits.dim() == 2, "cross_entropy: logits must be [rows, vocab], got ", logits.dim(), " dimensions");
+  TORCH_CHECK(targets.scalar_type() == at::kLong, "cross_entropy: targets must be int64");
+  TORCH_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: targets must be [rows]");
+  TORCH_CHECK(targets.device() == logits.device(), "cross_entropy: targets on another device than logits");
+  TORCH_CHECK(logits.size(1) > 0 && logits.size(1) < (int64_t(1) << 31), "cross_entropy: bad vocab size ",
+              logits.size(1));
+  const int code = dtype_code(logits, "cross_entropy: logits");
+  c10::cuda::CUDAGuard guard(logits.device());
+  const int64_t rows = logits.size(0);
+  at::Tensor scratch = at::empty({2 * rows}, logits.options().dtype(at::kFloat));
+  at::Tensor out = at::empty({}, logits.options().dtype(at::kFloat));
+  cudaError_t err = cross_entropy_launch(code, logits.data_ptr(), targets.data_ptr<int64_t>(),
+                                         scratch.data_ptr<float>(), out.data_ptr<float>(), rows, int(logits.size(1)),
+                                         c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, "cross_entropy kernel launch failed: ", cudaGetErrorString(err));
+  return out;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("cross_entropy", &cross_entropy, "mean cross-entropy over rows, fp32 scalar, deterministic (CUDA)");
+}
+#endif  // AUTOKERNEL_NO_TORCH
