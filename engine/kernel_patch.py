@@ -7,7 +7,8 @@ as the integration that was checked.
 Two ways in:
 - module replacement: the `forward` of a module whose job is one kernel type is replaced: RMSNorm
   modules (a 1-D `weight` and `eps`/`variance_epsilon`), `nn.LayerNorm`, SwiGLU MLP modules
-  (gate/up/down or w1/w3/w2 linears without bias);
+  (gate/up/down, w_gate/w_up/w_down or w1/w3/w2 linears without bias), rotary-embedding modules
+  (`cos`/`sin` tables [max_seq, D], forward(x [B, H, S, D]));
 - function replacement: a TorchFunctionMode, active only during the patched model's forward, routes
   softmax over the last dim, scaled_dot_product_attention, cross_entropy, matmuls and F.linear
   (so every nn.Linear) to the kernels.
@@ -135,12 +136,22 @@ def _mlp_linears(m):
     linears = [c for c in children if isinstance(c, nn.Linear)]
     if len(linears) != 3 or any(not isinstance(c, (nn.Linear, *_MLP_EXTRAS)) for c in children):
         return None
-    for names in (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"), ("gate", "up", "down")):
+    for names in (("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down"), ("w1", "w3", "w2"),
+                  ("gate", "up", "down")):
         parts = [getattr(m, n, None) for n in names]
         if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
             gate, up, down = parts
             if gate.weight.shape == up.weight.shape and down.in_features == gate.out_features:
                 return parts
+    return None
+
+
+def _rotary_tables(m):
+    """(cos, sin) [max_seq, D] of a rotary-embedding module whose forward(x) rotates x [B, H, S, D]."""
+    cos, sin = getattr(m, "cos", None), getattr(m, "sin", None)
+    if "rotary" in type(m).__name__.lower() and isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor) \
+            and cos.dim() == 2 and cos.shape == sin.shape:
+        return cos, sin
     return None
 
 
@@ -158,6 +169,8 @@ def _module_plan(model, kernels):
             kind = "layernorm"
         elif "fused_mlp" in kernels and _mlp_linears(m) is not None:
             kind = "fused_mlp"
+        elif "rotary_embedding" in kernels and _rotary_tables(m) is not None:
+            kind = "rotary_embedding"
         if kind:
             plan.append((name, m, kind))
             claimed.add(name)
@@ -220,6 +233,18 @@ def _swap_module(name, m, kind, entry, stats, verify):
                 _signature((x, gate.weight)),
                 lambda: entry.fn(_rows(x, gate.in_features), gate.weight, up.weight, down.weight)
                 .reshape(*x.shape[:-1], down.out_features),
+                lambda: original(x))
+    elif kind == "rotary_embedding":
+        def forward(x, *rest, **kw):
+            cos, sin = _rotary_tables(m)
+            if rest or kw or not entry.accepts(x) or x.dim() != 4 or x.shape[-1] != cos.shape[-1] \
+                    or x.shape[-2] > cos.shape[0]:
+                stats.fallbacks[kind] += 1
+                return original(x, *rest, **kw)
+            seq = x.shape[-2]
+            return site.call(
+                _signature((x,)),
+                lambda: entry.fn(x.contiguous(), cos[:seq].to(x.dtype).contiguous(), sin[:seq].to(x.dtype).contiguous()),
                 lambda: original(x))
     else:
         return False
