@@ -1,0 +1,305 @@
+"""The playbook: tier pages, templates that render real Triton, and the offline agent's walk.
+
+Numerical checks run rendered candidates in a subprocess under the Triton interpreter (it must be
+switched on before triton is imported), on small shapes against PyTorch.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from autokernel.engine.agents.base import TIERS, AgentContext, Measurement, Tried
+from autokernel.engine.agents.playbook import PlaybookAgent
+from autokernel.playbook import tiers
+from autokernel.playbook.templates import available, complete, get_template
+
+TARGETS = ("rmsnorm", "softmax", "cross_entropy")
+SHAPES = {
+    "rmsnorm": {"rows": 8192, "cols": 4096},
+    "softmax": {"rows": 16384, "cols": 2048},
+    "cross_entropy": {"rows": 8192, "vocab": 32000},
+    "layernorm": {"rows": 8192, "cols": 4096},
+    "reduce": {"rows": 8192, "cols": 4096},
+    "rotary_embedding": {"batch": 2, "heads": 32, "seq": 2048, "head_dim": 128},
+    "matmul": {"M": 4096, "N": 4096, "K": 4096},
+    "fused_mlp": {"tokens": 4096, "hidden": 2048, "intermediate": 5632},
+    "flash_attention": {"batch": 2, "heads": 16, "seq": 2048, "head_dim": 128, "causal": 1},
+}
+
+
+# -- tier pages ---------------------------------------------------------------------------------
+def test_six_tier_pages_load_in_order_and_match_the_agent_tiers():
+    pages = tiers()
+    assert [t.number for t in pages] == [1, 2, 3, 4, 5, 6]
+    for page in pages:
+        assert page.text.startswith(f"# Tier {page.number}")
+        assert "When it pays" in page.text and "Watch out for" in page.text
+        assert TIERS[page.number].split()[0].lower() in page.name.lower()
+
+
+# -- templates ----------------------------------------------------------------------------------
+def _defines_kernel_fn(source: str) -> bool:
+    tree = ast.parse(source)
+    return any(isinstance(n, ast.FunctionDef) and n.name == "kernel_fn" for n in tree.body)
+
+
+def _single_moves(template):
+    for knob in template.SPACE:
+        for value in knob.values:
+            if value != template.DEFAULTS[knob.name]:
+                yield knob, {**template.DEFAULTS, knob.name: value}
+
+
+@pytest.mark.parametrize("kernel", available())
+def test_template_renders_defaults_and_every_single_knob_move(kernel):
+    template = get_template(kernel)
+    assert template.KERNEL == kernel and template.METRIC in ("GB/s", "TFLOP/s")
+    assert set(template.DEFAULTS) == {k.name for k in template.SPACE}
+    assert {k.tier for k in template.SPACE} <= set(TIERS)
+    base = template.render(template.DEFAULTS)
+    assert _defines_kernel_fn(base) and "@triton.jit" in base
+    for knob, params in _single_moves(template):
+        source = template.render(params)
+        assert _defines_kernel_fn(source), (kernel, knob.name, params[knob.name])
+        # The knob is a module-level constant, so a move shows up as a changed line of the diff.
+        assert f"{knob.constant} = {params[knob.name]!r}" in source
+
+
+def test_a_one_knob_move_changes_few_lines():
+    import difflib
+
+    template = get_template("rmsnorm")
+    a = template.render(template.DEFAULTS)
+    b = template.render({**template.DEFAULTS, "num_warps": 16})
+    changed = [l for l in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
+               if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    assert changed == ["-NUM_WARPS = 8  # [1]", "+NUM_WARPS = 16  # [1]"]
+
+
+def test_kernel_without_template_is_a_clear_error():
+    with pytest.raises(ValueError, match="no template"):
+        get_template("conv3d")
+
+
+CHECK = textwrap.dedent(
+    r'''
+    import importlib.util, json, os, sys, tempfile, warnings
+    os.environ["TRITON_INTERPRET"] = "1"
+    warnings.simplefilter("ignore")
+    import torch
+    from autokernel.playbook.templates import get_template
+
+    def rmsnorm_ref(x, w, eps=1e-6):
+        xf = x.float()
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+    def inputs(kernel, rows, cols, dtype, gen):
+        x = torch.randn(rows, cols, generator=gen).to(dtype)
+        if kernel == "rmsnorm":
+            return (x, torch.randn(cols, generator=gen).to(dtype))
+        if kernel == "cross_entropy":
+            return (x * 4, torch.randint(0, cols, (rows,), generator=gen))
+        return (x * 4,)
+
+    REF = {
+        "rmsnorm": rmsnorm_ref,
+        "softmax": lambda x: torch.softmax(x.float(), -1).to(x.dtype),
+        "cross_entropy": lambda x, t: torch.nn.functional.cross_entropy(x.float(), t),
+    }
+    kernel, variants = sys.argv[1], json.loads(sys.argv[2])
+    template = get_template(kernel)
+    gen = torch.Generator().manual_seed(0)
+    failures = []
+    for params in variants:
+        path = os.path.join(tempfile.mkdtemp(), "candidate.py")
+        with open(path, "w") as f:
+            f.write(template.render(params))
+        spec = importlib.util.spec_from_file_location("candidate", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for rows, cols in ((1, 1), (5, 37), (4, 1500), (3, 3000)):
+            for dtype in (torch.float32, torch.bfloat16):
+                args = inputs(kernel, rows, cols, dtype, gen)
+                got, want = mod.kernel_fn(*args), REF[kernel](*args)
+                atol = 1e-4 if dtype == torch.float32 else 2e-2
+                if got.shape != want.shape or got.dtype != want.dtype or not torch.allclose(
+                        got.double(), want.double(), atol=atol, rtol=atol):
+                    failures.append([params, rows, cols, str(dtype)])
+        # A non-contiguous input (every other column of a wider buffer).
+        args = list(inputs(kernel, 6, 400, torch.float32, gen))
+        args[0] = args[0][:, ::2]
+        if kernel == "rmsnorm":
+            args[1] = args[1][:200]
+        if kernel == "cross_entropy":
+            args[1] = args[1] % 200
+        if not torch.allclose(mod.kernel_fn(*args).double(), REF[kernel](*args).double(), atol=1e-4):
+            failures.append([params, "non-contiguous"])
+    print(json.dumps(failures))
+    '''
+)
+
+
+def _check_under_interpreter(kernel: str, variants: list[dict]) -> list:
+    out = subprocess.run([sys.executable, "-c", CHECK, kernel, json.dumps(variants)],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# A sample across tiers: each target gets its structural moves (tiling, rows per program,
+# persistent grid, online vs two-pass, TMA descriptors, autotune, kernel-specific tricks).
+SAMPLES = {
+    "rmsnorm": [
+        {}, {"max_block_n": 1024}, {"rows_per_program": 4, "load_eviction": ""},
+        {"persistent": 2, "num_stages": 2, "max_block_n": 1024}, {"rsqrt": False},
+        {"autotune": True}, {"tma": True, "rows_per_program": 2, "persistent": 1}, {"even_masks": True},
+    ],
+    "softmax": [
+        {}, {"max_block_n": 1024}, {"max_block_n": 1024, "online": False, "rows_per_program": 2},
+        {"persistent": 1, "exp2": False, "reciprocal": False}, {"tma": True}, {"autotune": True},
+    ],
+    "cross_entropy": [
+        {}, {"max_block_v": 1024}, {"max_block_v": 1024, "online": False, "target_from_tile": True},
+        {"persistent": 2, "rows_per_program": 4, "exp2": False}, {"tma": True}, {"target_from_tile": True},
+    ],
+}
+
+
+@pytest.mark.parametrize("kernel", TARGETS)
+def test_rendered_variants_match_pytorch_under_the_interpreter(kernel):
+    variants = [complete(get_template(kernel), p) for p in SAMPLES[kernel]]
+    assert _check_under_interpreter(kernel, variants) == []
+
+
+def test_a_precision_losing_variant_is_caught_by_the_comparison():
+    """bf16 accumulation of squares is proposed (tier 3) and must be judged, not trusted."""
+    params = complete(get_template("rmsnorm"), {"acc_fp32": False})
+    failures = _check_under_interpreter("rmsnorm", [params])
+    assert failures, "summing squares in bf16 should miss the fp32-math reference somewhere"
+
+
+# -- the agent ----------------------------------------------------------------------------------
+def _ctx(kernel, parent_id, params, measurement, history, best=None, pool=(), round_no=0, **kw):
+    return AgentContext(
+        kernel=kernel, backend="triton", device="cuda", device_name="NVIDIA H100", shape=SHAPES[kernel],
+        dtype="bf16", parent_id=parent_id, parent_source="", parent_params=params, parent_measurement=measurement,
+        best=best or measurement, pool=list(pool), history=history, round=round_no, **kw,
+    )
+
+
+def _simulate(kernel, cost, experiments=100):
+    """Drive the agent like the search loop does (two seeds, fake but consistent timings)."""
+    agent = PlaybookAgent()
+    starter = Measurement("c0", "starter", True, kernel_ms=2.0, fraction_of_ceiling=0.40)
+    known = {"c0": starter}
+    best, history, n, rnd, seen, tiers_seen = "c0", [], 0, 0, set(), []
+    while n < experiments:
+        seeds = sorted((m for m in known.values() if m.passed), key=lambda m: m.kernel_ms)[:2]
+        queue = []
+        for seed in seeds:
+            ctx = _ctx(kernel, seed.candidate_id, seed.params, seed, history, best=known[best],
+                       pool=[(m.candidate_id, m) for m in seeds], round_no=rnd)
+            queue += [(idea, seed) for idea in agent.propose(ctx)]
+        rnd += 1
+        if not queue:
+            break
+        this_round = set()
+        for idea, seed in queue:
+            results = []
+            for v in idea.variants:
+                key = json.dumps(v.params, sort_keys=True)
+                assert key not in seen, f"params already tried in an earlier round: {v.params}"
+                if key in this_round:
+                    continue  # the loop runs a source once even if two seeds propose it
+                this_round.add(key)
+                n += 1
+                ms = cost(v.params)
+                m = Measurement(f"c{n}", v.label, True, kernel_ms=ms, fraction_of_ceiling=0.8 / ms, params=v.params)
+                known[m.candidate_id] = m
+                results.append(m)
+                if ms < known[best].kernel_ms * 0.99:
+                    best = m.candidate_id
+            if results:
+                history.append(Tried(idea.tier, idea.title, idea.hypothesis, seed.candidate_id, results))
+                tiers_seen.append(idea.tier)
+        seen |= this_round
+    return history, known[best], tiers_seen
+
+
+def _rms_cost(p):
+    ms = {1: 3.0, 2: 2.0, 4: 1.3, 8: 1.0, 16: 0.9, 32: 1.1}[p["num_warps"]]
+    ms *= {1: 1.0, 2: 0.95, 4: 0.97, 8: 1.05}[p["rows_per_program"]]
+    return ms * (0.93 if p["persistent"] == 2 else 1.0) * (0.98 if p["tma"] else 1.0)
+
+
+def test_agent_walks_the_tiers_never_repeats_and_finds_the_better_corner():
+    history, best, tiers_seen = _simulate("rmsnorm", _rms_cost)
+    assert tiers_seen[0] == 1 and history[0].title.startswith("Move from the starter")
+    assert set(tiers_seen) == {1, 2, 3, 4, 5, 6}
+    first = {t: tiers_seen.index(t) for t in set(tiers_seen)}
+    assert first[1] < first[2] < first[3] and first[3] <= first[4] <= first[5] <= first[6]
+    p = best.params
+    assert (p["num_warps"], p["rows_per_program"], p["persistent"], p["tma"]) == (16, 2, 2, True)
+
+
+def test_agent_is_deterministic_and_stops_when_the_space_is_exhausted():
+    a, best_a, _ = _simulate("softmax", lambda p: 1.0 + 0.01 * p["num_warps"], experiments=400)
+    b, best_b, _ = _simulate("softmax", lambda p: 1.0 + 0.01 * p["num_warps"], experiments=400)
+    assert [t.title for t in a] == [t.title for t in b] and best_a.params == best_b.params
+    assert len(a) < 400  # the walk ended with [] before the experiment cap
+
+
+def test_first_idea_moves_from_the_starter_to_the_template():
+    ctx = _ctx("cross_entropy", "c0", {}, Measurement("c0", "starter", True, kernel_ms=0.5, fraction_of_ceiling=0.31), [])
+    ideas = PlaybookAgent().propose(ctx)
+    assert len(ideas) == 1 and ideas[0].tier == 1
+    assert "not from the playbook" in ideas[0].hypothesis and "31%" in ideas[0].hypothesis
+    assert all(v.params and v.params.keys() == get_template("cross_entropy").DEFAULTS.keys() for v in ideas[0].variants)
+    assert len(ideas[0].variants) <= ctx.max_variants
+
+
+def test_hypotheses_cite_the_parent_measurement_and_shape():
+    t = get_template("rmsnorm")
+    m = Measurement("c7", "x", True, kernel_ms=0.1234, fraction_of_ceiling=0.71, params=dict(t.DEFAULTS))
+    ideas = PlaybookAgent().propose(_ctx("rmsnorm", "c7", dict(t.DEFAULTS), m, []))
+    assert 1 <= len(ideas) <= 3
+    for idea in ideas:
+        assert "71% of copy bandwidth" in idea.hypothesis and "0.1234 ms" in idea.hypothesis
+        assert "8192x4096" in idea.hypothesis and "bf16" in idea.hypothesis
+        assert 1 <= len(idea.variants) <= 3 and idea.parent_id == "c7"
+        for v in idea.variants:
+            assert v.params != t.DEFAULTS and _defines_kernel_fn(v.source)
+    assert ideas[0].tier == 1 and "num_warps=8" in ideas[0].hypothesis
+
+
+def test_no_op_moves_at_the_target_shape_are_skipped():
+    """At 2048 columns every tile cap >= 2048 is the same whole-row kernel: not worth an experiment."""
+    t = get_template("softmax")
+    parent = dict(t.DEFAULTS)  # max_block_n 16384 > 2048: whole row
+    m = Measurement("c1", "x", True, kernel_ms=0.1, fraction_of_ceiling=0.8, params=parent)
+    ideas = PlaybookAgent().propose(_ctx("softmax", "c1", parent, m, [], max_ideas=12, max_variants=12))
+    caps = [v.params["max_block_n"] for i in ideas for v in i.variants if v.params["max_block_n"] != 16384]
+    assert caps and all(c < 2048 for c in caps)
+    assert not any(i.title.startswith("num_stages") for i in ideas)  # nothing loops, stages do nothing
+
+
+def test_unknown_kernel_or_backend_is_reported():
+    m = Measurement("c0", "s", True, kernel_ms=1.0)
+    with pytest.raises(ValueError, match="no template"):
+        PlaybookAgent().propose(AgentContext("conv3d", "triton", "cuda", "H100", {}, "bf16", "c0", "", {}, m, m, [], [], 0))
+    with pytest.raises(ValueError, match="no moves"):
+        PlaybookAgent().propose(dataclasses.replace(_ctx("rmsnorm", "c0", {}, m, []), backend="cuda"))
+
+
+def test_hint_naming_a_knob_puts_it_first():
+    t = get_template("rmsnorm")
+    m = Measurement("c1", "x", True, kernel_ms=0.1, fraction_of_ceiling=0.8, params=dict(t.DEFAULTS))
+    ideas = PlaybookAgent().propose(_ctx("rmsnorm", "c1", dict(t.DEFAULTS), m, [], hint="try the persistent grid"))
+    assert ideas[0].title.startswith("persistent")
