@@ -1,0 +1,38 @@
+"""Integration: kept kernels swapped into the bundled Llama example in a subprocess, outputs checked
+against the untouched model on fresh inputs, timed end to end (CPU: labelled not meaningful)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autokernel.engine.examples import example_path
+from autokernel.engine.integrate import integrate_session_kernels
+
+DATA = Path(__file__).parent / "data"
+
+WRONG_ROTARY = "def kernel_fn(x, cos, sin):\n    return x.clone()\n"
+
+
+def test_llama_with_a_triton_rmsnorm_and_a_wrong_rotary(tmp_path):
+    kernels = [
+        {"kind": "rmsnorm", "candidate_id": "rmsnorm-0002", "source": (DATA / "triton_rmsnorm.py").read_text(), "dtype": "fp32"},
+        {"kind": "rotary_embedding", "candidate_id": "rotary_embedding-0009", "source": WRONG_ROTARY, "dtype": "fp32"},
+    ]
+    result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, tmp_path / "work", size="small",
+                                       timeout_s=120)
+    assert result.correct, result.detail
+    by_kind = {r["kind"]: r for r in result.replaced}
+    assert by_kind["rmsnorm"]["modules"] == 5 and by_kind["rmsnorm"]["calls"] > 0 and not by_kind["rmsnorm"]["mismatches"]
+    # the wrong kernel was caught at its first call and never used: the model's outputs stayed right
+    assert by_kind["rotary_embedding"]["calls"] == 0 and by_kind["rotary_embedding"]["mismatches"]
+    assert result.max_abs_error < 1e-4
+    assert result.model_ms > 0 and result.eager_ms > 0 and result.compile_ms is None and not result.meaningful
+    assert "not meaningful" in result.detail and "fell back" in result.detail
+
+
+def test_a_broken_model_file_is_a_failed_integration_not_a_crash(tmp_path):
+    model = tmp_path / "broken.py"
+    model.write_text("raise RuntimeError('boom')\n")
+    result = integrate_session_kernels(str(model), "cpu", [{"kind": "rmsnorm", "source": "x = 1\n"}], tmp_path / "w",
+                                       timeout_s=60)
+    assert not result.correct and "boom" in result.detail
