@@ -200,6 +200,8 @@ class OptimizeSession:
         """Run to the end (or until stopped); returns the summary also stored with the session."""
         t0 = time.monotonic()
         cfg = self.config
+        if cfg.resume and not cfg.device:  # resume on the device the session ran on
+            cfg.device = (self.store.session(cfg.resume).get("config") or {}).get("device")
         device = resolve_device(cfg.device)
         self._open(device)
         assert self.recorder is not None and self.state is not None
@@ -298,6 +300,9 @@ class OptimizeSession:
             stored = dict(row["config"] or {})
             for key in ("model_path", "size", "backend", "agent"):
                 if stored.get(key) is not None:
+                    setattr(cfg, key, stored[key])
+            for key in ("max_experiments", "budget_s", "max_cost_usd"):  # limits not given again: the stored ones
+                if getattr(cfg, key) is None and stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
             if stored.get("device") and stored["device"] != device:
                 raise UserError(f"session {sid} ran on {stored['device']}; resume it with --device {stored['device']}")
