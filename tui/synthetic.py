@@ -182,3 +182,123 @@ def write_session(store: Store, experiments: int = 12, seed: int = 7, approval: 
         with store.db.conn:
             store.db.execute("UPDATE sessions SET updated=? WHERE id=?", [events[-1].ts, sid])
     return sid
+
+
+class SyntheticSession:
+    """An engine-like session that plays `session_events` through a real `Recorder` and `LoopControl`.
+
+    It has `OptimizeSession`'s controls (pause, resume, stop, skip_target, set_approval, approve,
+    reject) and honours them the way the search loop does: between experiments, and at the approval
+    gate, where a new best waits for the person in `ask` mode. Used by the UI benchmark and tests;
+    it never writes a kernel or times anything.
+    """
+
+    def __init__(self, store: Store, listeners=(), experiments: int = 12, approval: str = "auto",
+                 seed: int = 7, delay_s: float = 0.0, busy_s: float = 0.0):
+        from autokernel.engine.control import LoopControl
+
+        self.store = store
+        self.listeners = list(listeners)
+        self.experiments = experiments
+        self.seed = seed
+        self.delay_s = delay_s  # sleep between events (an engine waiting on its worker)
+        self.busy_s = busy_s  # CPU spin between events (an engine holding the GIL)
+        self.control = LoopControl(approval)
+        self.session_id: str | None = None
+        self.recorder = None
+
+    # -- controls (any thread), as OptimizeSession ---------------------------------------------
+    def pause(self) -> None:
+        self.control.pause()
+        self.control.note("pause")
+
+    def resume(self) -> None:
+        self.control.resume()
+        self.control.note("resume")
+
+    def stop(self) -> None:
+        self.control.stop()
+        self.control.note("stop")
+
+    def skip_target(self) -> None:
+        self.control.skip_target()
+        self.control.note("skip_target")
+
+    def set_approval(self, mode: str) -> None:
+        self.control.set_approval(mode)
+        self.control.note("approval", mode)
+
+    def approve(self, candidate_id: str) -> bool:
+        ok = self.control.decide(candidate_id, "approved")
+        if ok:
+            self.control.note("approve", candidate_id)
+        return ok
+
+    def reject(self, candidate_id: str) -> bool:
+        ok = self.control.decide(candidate_id, "rejected")
+        if ok:
+            self.control.note("reject", candidate_id)
+        return ok
+
+    @property
+    def paused(self) -> bool:
+        return self.control.paused
+
+    # -- the loop ------------------------------------------------------------------------------
+    def _pace(self) -> None:
+        import time
+
+        if self.busy_s:
+            end = time.perf_counter() + self.busy_s
+            while time.perf_counter() < end:
+                pass
+        if self.delay_s:
+            time.sleep(self.delay_s)
+
+    def run(self) -> dict:
+        from autokernel.engine.store import Recorder
+
+        events = session_events(self.experiments, self.seed, approval="auto")
+        started = next(events)
+        started.approval = self.control.approval
+        started.config["approval"] = self.control.approval
+        self.session_id = self.store.create_session(started)
+        self.recorder = Recorder(self.store, self.session_id, self.listeners)
+        for listener in self.listeners:
+            listener(started)
+        emit = self.recorder.emit
+        self.control.on_change = lambda action, value: emit(ev.ControlChanged(action=action, value=value))
+        status = "completed"
+        best_seen = False
+        try:
+            for e in events:
+                if isinstance(e, ev.SessionDone):
+                    break
+                if isinstance(e, ev.CandidateWritten):
+                    self.control.wait_while_paused()
+                    if self.control.stop_requested:
+                        status = "stopped"
+                        break
+                if isinstance(e, ev.Decision) and e.decision == "kept":
+                    if best_seen and self.control.approval == "ask":
+                        self.control.open_gate(e.candidate_id, e.target, 1.0)
+                        emit(ev.AwaitingApproval(candidate_id=e.candidate_id, target=e.target, speedup=1.0, ts=e.ts))
+                        verdict = self.control.wait_for_approval()
+                        if verdict is None:
+                            status = "stopped"
+                            break
+                        if verdict.verdict == "rejected":
+                            e = ev.Decision(candidate_id=e.candidate_id, target=e.target, decision="rejected",
+                                            reason="rejected by the person", by=verdict.by, ts=e.ts)
+                        else:
+                            e = ev.Decision(candidate_id=e.candidate_id, target=e.target, decision="kept",
+                                            reason="approved: " + e.reason, by=verdict.by, ts=e.ts)
+                    best_seen = True
+                self.control.drain()
+                emit(e)
+                self._pace()
+        finally:
+            self.control.drain()
+            emit(ev.SessionDone(status=status, summary={"experiments": self.experiments}))
+            self.store.finish_session(self.session_id, status, {"experiments": self.experiments})
+        return {"status": status}

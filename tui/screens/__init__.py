@@ -1,0 +1,1 @@
+"""The live, replay and sessions screens."""

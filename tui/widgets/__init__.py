@@ -1,0 +1,1 @@
+"""The panels of the live and replay screens; each one draws a part of a `SessionState`."""

@@ -1,0 +1,76 @@
+"""The Amdahl-ranked bottleneck table, the current target marked and its best speedup updating."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from autokernel.engine.session_state import SessionState
+
+WIDE = ("", "kind", "op", "share", "now ms", "floor", "best", "e2e now", "bound", "status")
+NARROW = ("", "kind", "share", "now ms", "floor", "best", "e2e now", "bound")
+NARROW_DROP = (2, 9)  # op and status go first on a small terminal
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+class BottleneckTable(DataTable):
+    """One row per profiled op, in the engine's Amdahl order (largest end-to-end bound first).
+
+    `best` is the kept kernel's speedup over eager (* when timed on CPU, where it means nothing),
+    `e2e now` what it gives the whole model, `bound` what the op would give at its floor.
+    """
+
+    def __init__(self, **kw):
+        super().__init__(cursor_type="none", zebra_stripes=True, **kw)
+        self._shown: tuple | None = None
+        self.narrow = False
+
+    def on_mount(self) -> None:
+        self.add_columns(*WIDE)
+
+    def set_narrow(self, narrow: bool) -> None:
+        if narrow == self.narrow:
+            return
+        self.narrow = narrow
+        self.clear(columns=True)
+        self.add_columns(*(NARROW if narrow else WIDE))
+        self._shown = None
+        if self._state is not None:
+            self.show(self._state)
+
+    _state: SessionState | None = None
+
+    def show(self, state: SessionState) -> None:
+        self._state = state
+        rows = []
+        for r in state.rows:
+            target = state.targets.get(r.kind)
+            is_current = target is not None and target.row == r.index and state.current_target == r.kind \
+                and target.done is None
+            best = "—" if r.best_speedup is None else f"{r.best_speedup:.2f}×" + ("" if r.meaningful else "*")
+            cells = [
+                ">" if is_current else "",
+                r.kind,
+                r.name if len(r.name) <= 20 else r.name[:19] + "…",
+                f"{100 * r.share:.1f}%",
+                _ms(r.now_ms),
+                _ms(r.floor_ms),
+                best,
+                f"{r.e2e_now:.3f}×",
+                f"{r.max_speedup:.3f}×",
+                "searching" if is_current else r.status,
+            ]
+            if self.narrow:
+                cells = [c for i, c in enumerate(cells) if i not in NARROW_DROP]
+            rows.append((is_current, tuple(cells)))
+        key = tuple(rows)
+        if key == self._shown:
+            return
+        self._shown = key
+        self.clear()
+        for i, (current, cells) in enumerate(rows):
+            style = "bold reverse" if current else ""
+            self.add_row(*(Text(c, style=style) for c in cells), key=str(i))

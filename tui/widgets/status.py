@@ -1,0 +1,35 @@
+"""The one-line status: device, experiments and rate, elapsed, budget left, LLM cost, mode."""
+
+from __future__ import annotations
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from autokernel.engine.session_state import SessionState, format_duration
+
+STATUS_COLOURS = {"running": "$success", "paused": "$warning", "stopping": "$warning", "completed": "$success",
+                  "stopped": "$warning", "failed": "$error", "waiting": "$secondary"}
+
+
+class StatusLine(Static):
+    DEFAULT_CSS = "StatusLine { height: 1; background: $boost; padding: 0 1; }"
+
+    def show(self, state: SessionState, elapsed_s: float | None = None, extra: str = "") -> None:
+        el = state.elapsed_s if elapsed_s is None else elapsed_s
+        colour = STATUS_COLOURS.get(state.status, "$foreground")
+        parts = [
+            f"[b {colour}]{escape(state.status)}[/]",
+            f"{state.experiments} exp ({state.rate_per_hour(el):.0f}/h)",
+            f"{format_duration(el)} elapsed",
+        ]
+        budget = state.budget_left(el)
+        if budget:
+            parts.append(escape(budget))
+        parts.append(f"${state.cost_usd:.2f}")
+        parts.append(f"approval [b]{escape(state.approval)}[/]")
+        if state.pending is not None:
+            parts.append("[b reverse $warning] waiting for you [/]")
+        if extra:
+            parts.append(extra)
+        parts.append(escape(state.device_name or state.device or "no device yet"))
+        self.update(" │ ".join(parts))
