@@ -121,11 +121,11 @@ class HeadlessPrinter:
         marks = {"pass": "+", "fail": "x", "crash": "!", "timeout": "T", "skipped": "-"}
         stages = "".join(marks.get(c["stages"].get(s, ("", ""))[0], ".") for s in STAGES)
         b = c["bench"]
-        timing = "" if b is None else (f"{b.kernel_ms:9.4f} ms {b.speedup_eager:5.2f}x eager"
+        timing = "" if b is None else (f"{b.kernel_ms:9.4g} ms {b.speedup_eager:6.3g}x eager"
                                        + ("" if b.meaningful else " (cpu)"))
         if e.decision == "failed":
             timing = e.reason[:70]
-        self._print(f"#{c['n']:>4} {c['target']:<16} {c['idea'][:48]:<48} [{stages}] {timing}  {e.decision}"
+        self._print(f"#{c['n']:>4} {c['target']:<16} {c['idea'][:60]:<60} [{stages}] {timing}  {e.decision}"
                     + (" by user" if e.by == "user" else ""))
 
 
