@@ -1,0 +1,254 @@
+"""LayerNorm template: y = (x - mean) * rsqrt(var + eps) * weight + bias over the last dim, fp32 math.
+
+Memory-bound: the floor is one read of x and one write of y. Whole rows stay in registers (one
+read, exact two-step mean and variance); wider rows are tiled, with either a pass per statistic
+(three reads) or one pass for the sum and the sum of squares (two reads, less exact).
+"""
+
+from __future__ import annotations
+
+from . import Knob, knob_header
+from ._rowwise import (AUTOTUNE, LOAD_EVICTION, NUM_STAGES, NUM_WARPS, PERSISTENT, ROWS_PER_PROGRAM, TMA,
+                       effective_rowwise, grid_expr, launch_opts, max_block_knob, row_loop)
+from ._source import IMPORTS, INTERPRETER_NOTE, NUM_SMS, TMA_READY, autotune_decorator, eviction_arg, fill, join
+
+KERNEL = "layernorm"
+METRIC = "GB/s"
+
+SPACE = (
+    NUM_WARPS,
+    NUM_STAGES,
+    max_block_knob("max_block_n",
+                   "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read) and looping over tiles (more reads, fewer registers)"),
+    ROWS_PER_PROGRAM,
+    PERSISTENT,
+    LOAD_EVICTION,
+    Knob("rsqrt", 3, (True, False),
+         "rsqrt={new} (was {old}): one reciprocal square-root instruction vs a sqrt and a divide per row at the end of the reduction"),
+    Knob("one_pass_stats", 4, (False, True),
+         "one_pass_stats={new} (was {old}): for tiled rows, sum and sum of squares in the same pass (var = E[x^2] - mean^2) saves a read of x, at some cost in precision the harness will judge"),
+    AUTOTUNE,
+    TMA,
+    Knob("even_masks", 6, (False, True),
+         "even_masks={new} (was {old}): when {cols} columns fill the tile exactly and rows divide evenly, loads and stores drop their masks"),
+)
+
+DEFAULTS = {
+    "num_warps": 8,
+    "num_stages": 1,
+    "max_block_n": 8192,
+    "rows_per_program": 1,
+    "persistent": 0,
+    "load_eviction": "evict_first",
+    "rsqrt": True,
+    "one_pass_stats": False,
+    "autotune": False,
+    "tma": False,
+    "even_masks": False,
+}
+
+
+def effective(params: dict, shape: dict) -> dict:
+    cols = int(shape.get("cols", 0))
+    out = effective_rowwise(params, cols, "max_block_n")
+    if cols and cols <= out["max_block_n"]:
+        out["one_pass_stats"] = None
+    return out
+
+
+def _kernel(p: dict) -> str:
+    ev = eviction_arg(p["load_eviction"])
+    inv = "tl.rsqrt(var + eps)" if p["rsqrt"] else "1.0 / tl.sqrt(var + eps)"
+    masked_load = fill("x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0<<ev>>)", ev=ev)
+    masked_store = "tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)"
+    whole_load, whole_store = masked_load, masked_store
+    if p["even_masks"]:
+        whole_load = fill(
+            """
+            if EVEN:
+                x = tl.load(x_rows + cols[None, :]<<ev>>)
+            else:
+                <<masked>>
+            """,
+            ev=ev, masked=masked_load,
+        )
+        whole_store = fill(
+            """
+            if EVEN:
+                tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty))
+            else:
+                <<masked>>
+            """,
+            masked=masked_store,
+        )
+    if p["tma"]:
+        whole_load = fill(
+            """
+            if USE_TMA:
+                x = x_desc.load([first_row, 0])
+            else:
+                <<load>>
+            """,
+            load=whole_load,
+        )
+        whole_store = fill(
+            """
+            if USE_TMA:
+                y_desc.store([first_row, 0], y.to(y_ptr.dtype.element_ty))
+            else:
+                <<store>>
+            """,
+            store=whole_store,
+        )
+    tile_load = fill("tl.load(x_rows + c[None, :], mask=mask, other=0.0<<ev>>).to(tl.float32)", ev=ev)
+    if p["one_pass_stats"]:
+        stats = fill(
+            """
+            # One pass: sum and sum of squares together (var = E[x^2] - mean^2).
+            acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+            acc_sq = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = row_mask[:, None] & (c < n_cols)[None, :]
+                x = <<load>>
+                acc += x
+                acc_sq += x * x
+            mean = tl.sum(acc, axis=1) / n_cols
+            var = tl.maximum(tl.sum(acc_sq, axis=1) / n_cols - mean * mean, 0.0)
+            """,
+            load=tile_load,
+        )
+    else:
+        stats = fill(
+            """
+            # Pass 1: the mean. Pass 2: the variance around it (exact for rows with a large mean).
+            acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = row_mask[:, None] & (c < n_cols)[None, :]
+                acc += <<load>>
+            mean = tl.sum(acc, axis=1) / n_cols
+            acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = row_mask[:, None] & (c < n_cols)[None, :]
+                xc = tl.where(mask, <<load>> - mean[:, None], 0.0)
+                acc += xc * xc
+            var = tl.sum(acc, axis=1) / n_cols
+            """,
+            load=tile_load,
+        )
+    body = fill(
+        """
+        first_row = row_block * ROWS
+        rows = first_row + tl.arange(0, ROWS)
+        row_mask = rows < n_rows
+        x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_x
+        y_rows = y_ptr + rows.to(tl.int64)[:, None] * stride_y
+        if NUM_TILES == 1:
+            # The whole row fits one tile: read x once, keep it in registers.
+            mask = row_mask[:, None] & (cols < n_cols)[None, :]
+            <<whole_load>>
+            x = x.to(tl.float32)
+            mean = tl.sum(x, axis=1) / n_cols
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            var = tl.sum(xc * xc, axis=1) / n_cols
+            rstd = <<inv>>
+            y = xc * rstd[:, None] * w[None, :] + b[None, :]
+            <<whole_store>>
+        else:
+            <<stats>>
+            rstd = <<inv>>
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = row_mask[:, None] & (c < n_cols)[None, :]
+                x = <<tile_load>>
+                wt = tl.load(w_ptr + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                bt = tl.load(b_ptr + c, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                y = (x - mean[:, None]) * rstd[:, None] * wt[None, :] + bt[None, :]
+                tl.store(y_rows + c[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        """,
+        whole_load=whole_load,
+        whole_store=whole_store,
+        inv=inv,
+        stats=stats,
+        tile_load=tile_load,
+    )
+    tma_setup = ""
+    if p["tma"]:
+        tma_setup = """
+            if USE_TMA:
+                x_desc = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_cols], strides=[stride_x, 1], block_shape=[ROWS, BLOCK_N])
+                y_desc = tl.make_tensor_descriptor(y_ptr, shape=[n_rows, n_cols], strides=[stride_y, 1], block_shape=[ROWS, BLOCK_N])
+            """
+    kernel = fill(
+        """
+        @triton.jit
+        def _layernorm_rows(
+            x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
+            BLOCK_N: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, EVEN: tl.constexpr, USE_TMA: tl.constexpr,
+        ):
+            cols = tl.arange(0, BLOCK_N)
+            if NUM_TILES == 1:
+                # Weight and bias are the same for every row: load them once per program, keep them in L2.
+                w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+                b = tl.load(b_ptr + cols, mask=cols < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            <<tma_setup>>
+            <<loop>>
+        """,
+        tma_setup=tma_setup,
+        loop=row_loop(body, bool(p["persistent"])),
+    )
+    if p["autotune"]:
+        kernel = autotune_decorator(
+            "[triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]", '["n_cols", "ROWS"]'
+        ) + "\n" + kernel
+    return kernel
+
+
+def _launcher(p: dict) -> str:
+    return fill(
+        '''
+        def kernel_fn(x, weight, bias, eps=1e-5):
+            """LayerNorm over the last dim of `x` with `weight` and `bias`; output in x's dtype."""
+            n_cols = x.shape[-1]
+            x2 = x.reshape(-1, n_cols)
+            if x2.stride(-1) != 1:
+                x2 = x2.contiguous()
+            w = weight.contiguous()
+            b = bias.contiguous()
+            y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+            n_rows = x2.shape[0]
+            if n_rows == 0 or n_cols == 0:
+                return y.reshape(x.shape)
+            block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
+            num_tiles = triton.cdiv(n_cols, block_n)
+            n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
+            grid = <<grid>>
+            _layernorm_rows[grid](
+                x2, w, b, y, n_rows, n_cols, x2.stride(0), y.stride(0), eps,
+                BLOCK_N=block_n, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
+                EVEN=<<even>>, USE_TMA=<<use_tma>><<launch_opts>>,
+            )
+            return y.reshape(x.shape)
+        ''',
+        grid=grid_expr(bool(p["persistent"])),
+        launch_opts=launch_opts(p["autotune"]),
+        use_tma="TMA and num_tiles == 1 and _tma_ready(x2, y)" if p["tma"] else "False",
+        even="(n_cols == block_n and n_rows % ROWS_PER_PROGRAM == 0)" if p["even_masks"] else "False",
+    )
+
+
+def render(params: dict) -> str:
+    """A complete candidate file for these params (any missing knob takes its default)."""
+    p = {**DEFAULTS, **params}
+    return join(
+        '"""LayerNorm candidate written by the playbook agent from its template (autokernel)."""',
+        IMPORTS,
+        knob_header(SPACE, p),
+        INTERPRETER_NOTE if p["autotune"] else None,
+        NUM_SMS if p["persistent"] else None,
+        TMA_READY if p["tma"] else None,
+        _kernel(p),
+        _launcher(p),
+    )
