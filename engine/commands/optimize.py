@@ -2,14 +2,15 @@
 
 The session runs on a background thread; the main thread waits, answers approval prompts (`--approval
 ask`, which needs a terminal) and turns the first Ctrl-C into a clean stop (the current experiment
-finishes, the session is marked stopped and can be resumed with `--resume`); a second Ctrl-C leaves
-at once (the session then reads as interrupted and resumes just the same).
+finishes, the session is marked stopped and can be resumed with `--resume`; SIGTERM does the same); a
+second Ctrl-C leaves at once (the session then reads as interrupted and resumes just the same).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 import threading
 import time
@@ -176,6 +177,11 @@ def run(args: argparse.Namespace) -> int:
         except BaseException as e:  # carried to the main thread, which reports it
             box["error"] = e
 
+    def terminate(signum, frame):  # `kill` stops as cleanly as Ctrl-C does
+        raise KeyboardInterrupt()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, terminate)
     thread = threading.Thread(target=target, name="autokernel-session", daemon=True)
     thread.start()
     interrupted = False
