@@ -1,0 +1,101 @@
+"""Cross-entropy: the mean over rows of -log softmax(logits)[target], returned as an fp32 scalar.
+
+Memory-bound: the floor is one read of the logits (plus the targets). The reference works in at
+least fp32 so that a half-precision model's loss is compared against what the math says.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..spec import KernelSpec, random_tensor, starters_beside
+
+
+def reference(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    work = logits if logits.dtype == torch.float64 else logits.float()
+    loss = F.cross_entropy(work.reshape(-1, work.shape[-1]), targets.reshape(-1).long())
+    return loss if logits.dtype == torch.float64 else loss.float()
+
+
+def make_inputs(shape, dtype, device, gen, mode="normal"):
+    rows, vocab = int(shape["rows"]), int(shape["vocab"])
+    logits = random_tensor((rows, vocab), dtype, device, gen, mode)
+    # Every target is a real class: no ignore_index, so the mean is over all rows.
+    targets = torch.randint(0, vocab, (rows,), generator=gen, dtype=torch.int64).to(device)
+    return logits, targets
+
+
+def bytes_moved(shape, dtype) -> int:
+    rows, vocab = int(shape["rows"]), int(shape["vocab"])
+    return rows * vocab * torch.empty((), dtype=dtype).element_size() + rows * 8 + 4
+
+
+def flops(shape, dtype) -> int:
+    # max, subtract, exp, add per logit; the per-row log and the mean are negligible.
+    return 4 * int(shape["rows"]) * int(shape["vocab"])
+
+
+def shape_from_args(logits, targets=None, *rest, **kwargs):
+    vocab = int(logits.shape[-1])
+    return {"rows": int(logits.numel() // max(vocab, 1)), "vocab": vocab}
+
+
+SPEC = KernelSpec(
+    name="cross_entropy",
+    signature="kernel_fn(logits, targets)",
+    summary="mean over rows of logsumexp(logits) - logits[target]; logits [rows, vocab], int64 targets; fp32 scalar",
+    reference=reference,
+    make_inputs=make_inputs,
+    bytes_moved=bytes_moved,
+    flops=flops,
+    metric="GB/s",
+    smoke_shape={"rows": 8, "vocab": 1000},
+    sweep_shapes=(
+        {"rows": 4, "vocab": 512},
+        {"rows": 37, "vocab": 3001},
+        {"rows": 64, "vocab": 32000},
+        {"rows": 16, "vocab": 50257},
+        {"rows": 8, "vocab": 128256},
+        {"rows": 4096, "vocab": 32000},
+        {"rows": 2048, "vocab": 50257},
+        {"rows": 1024, "vocab": 128256},
+    ),
+    edge_shapes=(
+        {"rows": 1, "vocab": 1},
+        {"rows": 1, "vocab": 2},
+        {"rows": 3, "vocab": 7},
+        {"rows": 5, "vocab": 4097},
+        {"rows": 129, "vocab": 33},
+    ),
+    bench_shapes=(
+        {"rows": 1024, "vocab": 32000},
+        {"rows": 4096, "vocab": 32000},
+        {"rows": 8192, "vocab": 50257},
+        {"rows": 4096, "vocab": 128256},
+    ),
+    # The loss is computed in fp32 from logits that are exact in every dtype, so only the fp32
+    # summation order differs from the float64 reference; the halves get a little more room for
+    # candidates that exponentiate in a cheaper form.
+    tolerances={
+        torch.float32: (1e-4, 1e-4),
+        torch.float16: (5e-4, 5e-4),
+        torch.bfloat16: (5e-4, 5e-4),
+    },
+    shape_from_args=shape_from_args,
+    data_args=(0,),
+    forbidden_ops=frozenset({
+        "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss_forward",
+        "aten::nll_loss2d_forward", "aten::log_softmax", "aten::_log_softmax", "aten::logsumexp",
+        "aten::softmax", "aten::_softmax", "aten::mean", "aten::sum", "aten::exp",
+    }),
+    starters=starters_beside(__file__),
+    notes=(
+        "Output is a 0-dim fp32 tensor: the mean loss over all rows (no ignore_index, no label smoothing). "
+        "Memory-bound: read each logit once (online logsumexp: running max and rescaled running sum), "
+        "pick logits[row, target] with one scalar load, keep all math in fp32. "
+        "The mean must be deterministic (bitwise-identical across runs): write per-row (or per-program) "
+        "partial losses and add them in a fixed order in a second tiny kernel; no float atomics. "
+        "Index with int64 row offsets: rows*vocab exceeds 2**31 at 128k vocabularies."
+    ),
+)

@@ -1,0 +1,69 @@
+"""Triton starter for cross-entropy: one row per program, a single streaming pass over the vocab.
+
+Each program keeps a running max and a rescaled running sum of exp (online logsumexp, exp2 with
+log2(e) folded in), loads logits[row, target] with one scalar load and writes its row's loss.
+A second one-program kernel adds the row losses in a fixed order and divides by the row count,
+so the mean is bitwise repeatable (no float atomics).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+@triton.jit
+def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, vocab, stride_row,
+                     BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = logits_ptr + row * stride_row
+    cols = tl.arange(0, BLOCK_V)
+    m = tl.full((), float("-inf"), tl.float32)  # running max (natural units)
+    s = tl.zeros((), tl.float32)  # running sum of exp(x - m)
+    for start in range(0, vocab, BLOCK_V):
+        idx = start + cols
+        x = tl.load(row_ptr + idx, mask=idx < vocab, other=float("-inf"),
+                    eviction_policy="evict_first").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
+        m = m_new
+    target = tl.load(targets_ptr + row)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
+    lse = m + tl.log2(s) * 0.6931471805599453
+    tl.store(losses_ptr + row, lse - x_t)
+
+
+@triton.jit
+def _mean_kernel(losses_ptr, out_ptr, rows, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, rows, BLOCK):
+        idx = start + offs
+        acc += tl.load(losses_ptr + idx, mask=idx < rows, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0) / rows)
+
+
+def _launch_shape(vocab):
+    block = min(triton.next_power_of_2(vocab), 16384)
+    warps = 16 if block >= 16384 else 8 if block >= 4096 else 4 if block >= 1024 else 2
+    return block, warps
+
+
+def kernel_fn(logits, targets):
+    vocab = logits.shape[-1]
+    logits2d = logits.reshape(-1, vocab)
+    if logits2d.stride(-1) != 1:
+        logits2d = logits2d.contiguous()
+    targets = targets.reshape(-1)
+    if targets.dtype != torch.int64 or not targets.is_contiguous():
+        targets = targets.to(torch.int64).contiguous()
+    rows = logits2d.shape[0]
+    losses = torch.empty(rows, dtype=torch.float32, device=logits.device)
+    out = torch.empty((), dtype=torch.float32, device=logits.device)
+    block, warps = _launch_shape(vocab)
+    _row_loss_kernel[(rows,)](logits2d, targets, losses, vocab, logits2d.stride(0),
+                              BLOCK_V=block, num_warps=warps)
+    _mean_kernel[(1,)](losses, out, rows, BLOCK=1024, num_warps=4)
+    return out
