@@ -147,30 +147,50 @@ def _have_real_parts() -> str | None:
 
 
 @pytest.mark.skipif(_have_real_parts() is not None, reason=str(_have_real_parts()))
-def test_cli_session_killed_then_resumed(tmp_path):
+def test_cli_session_ctrl_c_then_killed_then_resumed(tmp_path):
+    """Ctrl-C stops cleanly (status stopped, exit 130); a resumed run is SIGKILLed; the next resume finishes."""
     db = tmp_path / "s.db"
     env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
     base = [sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", "--device", "cpu", "--size",
-            "small", "--max-experiments", "5", "--plateau", "3", "--no-integrate", "--db", str(db)]
-    proc = subprocess.Popen(base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        def two_experiments():
+            "small", "--max-experiments", "6", "--plateau", "3", "--no-integrate", "--db", str(db)]
+
+    def experiments(at_least):
+        def check():
             if not db.exists():
                 return False
             store = Store(db)
             rows = store.sessions()
-            return bool(rows) and len(_events(store, rows[0]["id"], ev.CandidateWritten)) >= 2
-        assert _wait_for(two_experiments, 180), "no experiments stored"
+            return bool(rows) and len(_events(store, rows[0]["id"], ev.CandidateWritten)) >= at_least
+        return check
+
+    proc = subprocess.Popen(base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert _wait_for(experiments(2), 180), "no experiments stored"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out.decode()[-2000:]
+    store = Store(db)
+    sid = store.sessions()[0]["id"]
+    assert store.session(sid)["status"] == "stopped"
+    assert _events(store, sid, ev.SessionDone)[-1].status == "stopped"
+    n_stopped = len(_events(store, sid, ev.CandidateWritten))
+
+    proc = subprocess.Popen(base + ["--resume", sid], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert _wait_for(experiments(n_stopped + 1), 180), "the resumed run stored nothing"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    store = Store(db)
-    sid = store.sessions()[0]["id"]
-    n_before = len(store.events(sid))
+    assert Store(db).session(sid)["status"] == "interrupted"
+    n_before = len(Store(db).events(sid))
     out = subprocess.run(base + ["--resume", sid, "--json"], env=env, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout)
-    assert summary["session_id"] == sid and summary["experiments"] == 5
+    assert summary["session_id"] == sid and summary["experiments"] == 6 and summary["status"] == "completed"
+    store = Store(db)
     numbers = [c.experiment for c in _events(store, sid, ev.CandidateWritten)]
-    assert numbers == sorted(set(numbers)) == list(range(1, 6))
-    assert len(store.events(sid)) > n_before
+    assert numbers == list(range(1, 7))
+    assert len(store.events(sid)) > n_before and len(_events(store, sid, ev.SessionStarted)) == 1
