@@ -125,7 +125,9 @@ class TargetSearch:
             self._check_controls()
             self._evaluate(c)
         if t.starter is None:
-            self._check_controls(budget=True)
+            reason = self._check_controls(budget=True)
+            if reason:
+                return reason
             self._run_starter()
         starter = t.starter
         if starter is not None and not starter.passed:
@@ -189,7 +191,7 @@ class TargetSearch:
         pool = t.pool(ctx.limits.pool_size)
         seeds: list[CandidateRecord] = []
         for c in ([t.best] if t.best else []) + pool:
-            if c is not None and c not in seeds and len(seeds) < ctx.limits.seeds:
+            if all(c.candidate_id != s.candidate_id for s in seeds) and len(seeds) < ctx.limits.seeds:
                 seeds.append(c)
         seen = {_digest(s) for s in t.sources()}
         queue: list[tuple[dict, Variant, CandidateRecord]] = []
