@@ -254,3 +254,23 @@ def test_parse_duration():
     from autokernel.engine.commands.optimize import parse_duration
 
     assert [parse_duration(t) for t in ("90s", "30m", "2h", "1h30m", "45")] == [90, 1800, 7200, 5400, 45]
+
+
+def test_headless_prompt_answers_the_gate(env, monkeypatch, capsys):
+    from autokernel.engine.commands.optimize import HeadlessPrinter, _prompt_loop
+
+    tmp_path, model = env
+    agent = ScriptedAgent(moves=[("a", [(0.8, "")]), ("b", [(0.7, "")])])
+    answers = iter(["maybe", "a", "r"])
+    prompts = []
+    monkeypatch.setattr("builtins.input", lambda prompt: prompts.append(prompt) or next(answers))
+    session, store = _session(tmp_path, model, agent, listeners=[HeadlessPrinter(sys.stdout)], approval="ask", plateau=5)
+    runner = threading.Thread(target=session.run)
+    runner.start()
+    _prompt_loop(session, runner, sys.stdout)
+    runner.join(10)
+    decisions = [(d.decision, d.by) for d in _events(store, session.session_id, ev.Decision) if d.by == "user"]
+    assert decisions == [("kept", "user"), ("rejected", "user")]
+    assert len(prompts) == 3 and "[a]pprove/[r]eject" in prompts[0]
+    out = capsys.readouterr().out
+    assert "kept by user" in out and "rejected by user" in out and "waiting for approval" in out
