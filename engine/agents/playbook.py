@@ -57,7 +57,7 @@ class PlaybookAgent:
                 starts.append({**base, "num_warps": min(w, 32)})
         variants, seen = [], set()
         for params in starts:
-            key = _key(template, params, ctx.shape)
+            key = _key(template, params, ctx.shape, ctx.dtype)
             if key in tried or key in seen:
                 continue
             seen.add(key)
@@ -82,7 +82,7 @@ class PlaybookAgent:
         known = _known(ctx)
         closed = _closed_tiers(ctx, known)
         misses = _knob_misses(ctx, known)
-        parent_key = _key(template, parent, ctx.shape)
+        parent_key = _key(template, parent, ctx.shape, ctx.dtype)
         by_knob: dict[str, list[dict]] = {}
         far: set[str] = set()
         for knob in knobs:
@@ -90,7 +90,7 @@ class PlaybookAgent:
             near, rest = [], []
             for distance, value in _neighbours(knob, parent[knob.name]):
                 params = {**parent, knob.name: value}
-                key = _key(template, params, ctx.shape)
+                key = _key(template, params, ctx.shape, ctx.dtype)
                 if key in tried or key in seen:
                     continue
                 seen.add(key)
@@ -135,9 +135,9 @@ class PlaybookAgent:
 
 
 # -- what has been tried, and what paid ----------------------------------------------------------
-def _key(template: Any, params: dict, shape: dict) -> str:
-    """Params as they act at the target shape, as a stable string (two no-op-different params match)."""
-    return json.dumps(effective(template, params, shape), sort_keys=True, default=str)
+def _key(template: Any, params: dict, shape: dict, dtype: str) -> str:
+    """Params as they act at the target shape and dtype, as a stable string (no-op differences match)."""
+    return json.dumps(effective(template, params, shape, dtype), sort_keys=True, default=str)
 
 
 def _is_template_params(template: Any, params: dict) -> bool:
@@ -149,10 +149,10 @@ def _tried_keys(template: Any, ctx: AgentContext) -> set[str]:
     for tried in ctx.history:
         for m in tried.results:
             if _is_template_params(template, m.params):
-                keys.add(_key(template, m.params, ctx.shape))
+                keys.add(_key(template, m.params, ctx.shape, ctx.dtype))
     for _, m in ctx.pool:
         if _is_template_params(template, m.params):
-            keys.add(_key(template, m.params, ctx.shape))
+            keys.add(_key(template, m.params, ctx.shape, ctx.dtype))
     return keys
 
 

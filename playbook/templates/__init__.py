@@ -3,8 +3,8 @@
 Each module defines `KERNEL`, `METRIC` ("GB/s" or "TFLOP/s"), `DEFAULTS` (a complete params dict),
 `SPACE` (a tuple of `Knob`, each tagged with its playbook tier) and `render(params) -> str`, the
 full source of a candidate file that defines `kernel_fn` with the spec's signature. Optional:
-`effective(params, shape) -> dict` maps params to what actually changes the compiled kernel at a
-shape (so the agent does not spend an experiment on a move that is a no-op there).
+`effective(params, shape, dtype) -> dict` maps params to what actually changes the compiled kernel at a
+shape and dtype (so the agent does not spend an experiment on a move that is a no-op there).
 
 Knob values become module-level constants in the rendered file, so a move changes few lines of
 the diff the user sees.
@@ -88,11 +88,11 @@ def complete(template: ModuleType, params: dict[str, Any] | None) -> dict[str, A
     return out
 
 
-def effective(template: ModuleType, params: dict[str, Any], shape: dict | None) -> dict[str, Any]:
-    """What the params mean at `shape` (identity when the template does not say)."""
+def effective(template: ModuleType, params: dict[str, Any], shape: dict | None, dtype: str = "") -> dict[str, Any]:
+    """What the params mean at `shape` and `dtype` (identity when the template does not say)."""
     fn = getattr(template, "effective", None)
     full = complete(template, params)
-    return fn(full, shape or {}) if fn and shape else full
+    return fn(full, shape or {}, dtype) if fn else full
 
 
 def knob_header(space: tuple[Knob, ...], params: dict[str, Any]) -> str:

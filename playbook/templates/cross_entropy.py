@@ -48,7 +48,7 @@ DEFAULTS = {
 }
 
 
-def effective(params: dict, shape: dict) -> dict:
+def effective(params: dict, shape: dict, dtype: str = "") -> dict:
     vocab = int(shape.get("vocab", 0))
     out = effective_rowwise(params, vocab, "max_block_v")
     if vocab and vocab <= out["max_block_v"]:

@@ -48,7 +48,7 @@ DEFAULTS = {
 }
 
 
-def effective(params: dict, shape: dict) -> dict:
+def effective(params: dict, shape: dict, dtype: str = "") -> dict:
     cols = int(shape.get("cols", 0))
     out = effective_rowwise(params, cols, "max_block_n")
     if cols and cols <= out["max_block_n"]:

@@ -46,8 +46,11 @@ DEFAULTS = {
 }
 
 
-def effective(params: dict, shape: dict) -> dict:
-    return effective_rowwise(params, int(shape.get("cols", 0)), "max_block_n")
+def effective(params: dict, shape: dict, dtype: str = "") -> dict:
+    out = effective_rowwise(params, int(shape.get("cols", 0)), "max_block_n")
+    if dtype == "fp32":
+        out["acc_fp32"] = None  # fp32 inputs are accumulated in fp32 either way
+    return out
 
 
 def _kernel(p: dict) -> str:

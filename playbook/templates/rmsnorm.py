@@ -7,7 +7,8 @@ precision, autotune, Hopper tensor descriptors and mask elision on even shapes.
 
 from __future__ import annotations
 
-from . import Knob, knob_header, next_power_of_2
+from . import Knob, knob_header
+from ._rowwise import effective_rowwise
 from ._source import IMPORTS, INTERPRETER_NOTE, NUM_SMS, TMA_READY, autotune_decorator, eviction_arg, fill, join
 
 KERNEL = "rmsnorm"
@@ -53,16 +54,12 @@ DEFAULTS = {
 }
 
 
-def effective(params: dict, shape: dict) -> dict:
-    """Params as they act at `shape`: a tile cap above the row width is the same as whole-row."""
-    out = dict(params)
-    cols = int(shape.get("cols", 0))
-    if cols:
-        out["max_block_n"] = min(params["max_block_n"], next_power_of_2(cols))
-    if params["autotune"]:
-        out["num_warps"] = None
-    if params["persistent"] == 0:
-        out["num_stages"] = out["num_stages"] if cols and cols > out["max_block_n"] else None
+def effective(params: dict, shape: dict, dtype: str = "") -> dict:
+    """Params as they act at `shape`: a tile cap above the row width is the same as whole-row,
+    and fp32 inputs are accumulated in fp32 either way."""
+    out = effective_rowwise(params, int(shape.get("cols", 0)), "max_block_n")
+    if dtype == "fp32":
+        out["acc_fp32"] = None
     return out
 
 

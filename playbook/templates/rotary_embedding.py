@@ -45,10 +45,12 @@ DEFAULTS = {
 }
 
 
-def effective(params: dict, shape: dict) -> dict:
+def effective(params: dict, shape: dict, dtype: str = "") -> dict:
     out = dict(params)
     if params["autotune"]:
         out["num_warps"] = None
+    if dtype == "fp32":
+        out["acc_fp32"] = None  # fp32 inputs are rotated in fp32 either way
     return out
 
 
