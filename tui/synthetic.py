@@ -270,6 +270,8 @@ class SyntheticSession:
         self.control.on_change = lambda action, value: emit(ev.ControlChanged(action=action, value=value))
         status = "completed"
         best_seen = False
+        timed: dict[str, float] = {}
+        best_ms = 0.0
         try:
             for e in events:
                 if isinstance(e, ev.SessionDone):
@@ -279,10 +281,13 @@ class SyntheticSession:
                     if self.control.stop_requested:
                         status = "stopped"
                         break
+                if isinstance(e, ev.BenchResult):
+                    timed[e.candidate_id] = e.kernel_ms
                 if isinstance(e, ev.Decision) and e.decision == "kept":
+                    gain = best_ms / timed[e.candidate_id] if best_seen else 1.0
                     if best_seen and self.control.approval == "ask":
-                        self.control.open_gate(e.candidate_id, e.target, 1.0)
-                        emit(ev.AwaitingApproval(candidate_id=e.candidate_id, target=e.target, speedup=1.0, ts=e.ts))
+                        self.control.open_gate(e.candidate_id, e.target, gain)
+                        emit(ev.AwaitingApproval(candidate_id=e.candidate_id, target=e.target, speedup=gain, ts=e.ts))
                         verdict = self.control.wait_for_approval()
                         if verdict is None:
                             status = "stopped"
@@ -293,6 +298,8 @@ class SyntheticSession:
                         else:
                             e = ev.Decision(candidate_id=e.candidate_id, target=e.target, decision="kept",
                                             reason="approved: " + e.reason, by=verdict.by, ts=e.ts)
+                    if e.decision == "kept":
+                        best_ms = timed[e.candidate_id]
                     best_seen = True
                 self.control.drain()
                 emit(e)

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from textual.binding import Binding
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -57,7 +58,7 @@ class SessionsScreen(Screen):
             status = r["status"]
             colour = {"completed": "$success", "running": "$accent", "failed": "$error"}.get(status, "$warning")
             t.add_row(r["id"], r["kind"], Path(r["model"] or "").name or "—", r["device"] or "—",
-                      f"[{colour}]{status}[/]", str(r["n_events"]), _when(r["created"]),
+                      Content.from_markup(f"[{colour}]{status}[/]"), str(r["n_events"]), _when(r["created"]),
                       format_duration((r["updated"] or 0) - (r["created"] or 0)), key=r["id"])
         if not self.rows:
             self.query_one("#sessions-help", Static).update(

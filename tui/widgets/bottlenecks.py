@@ -24,7 +24,7 @@ class BottleneckTable(DataTable):
     """
 
     def __init__(self, **kw):
-        super().__init__(cursor_type="none", zebra_stripes=True, **kw)
+        super().__init__(cursor_type="row", zebra_stripes=True, show_cursor=False, **kw)
         self._shown: tuple | None = None
         self.narrow = False
 
@@ -71,6 +71,11 @@ class BottleneckTable(DataTable):
             return
         self._shown = key
         self.clear()
+        current_row = None
         for i, (current, cells) in enumerate(rows):
-            style = "bold reverse" if current else ""
-            self.add_row(*(Text(c, style=style) for c in cells), key=str(i))
+            self.add_row(*(Text(c, style="bold" if current else "") for c in cells), key=str(i))
+            if current:
+                current_row = i
+        self.show_cursor = current_row is not None  # the row cursor marks the target being searched
+        if current_row is not None:
+            self.move_cursor(row=current_row, animate=False)

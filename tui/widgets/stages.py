@@ -40,11 +40,10 @@ class StagesPanel(Static):
         if b:
             comp = f" · {b['speedup_compile']:.2f}× compile" if b.get("speedup_compile") else ""
             note = "" if b.get("meaningful", True) else " [dim](CPU: not meaningful)[/]"
-            lines.append(f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{comp} · "
-                         f"{100 * b.get('fraction_of_ceiling', 0):.0f}% SoL{note}")
+            lines.append(f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{note}")
+            lines.append(f"      {100 * b.get('fraction_of_ceiling', 0):.0f}% of speed of light{comp}")
         if state.pending is not None and state.pending.candidate_id == c.candidate_id:
-            lines.append(f"[b reverse $warning] awaiting approval: {state.pending.speedup:.2f}× the best — "
-                         "a approve · r reject [/]")
+            lines.append(f"[b reverse $warning] {state.pending.speedup:.2f}× the best: a approve · r reject [/]")
         elif c.decision:
             color = DECISIONS.get(c.decision, "$foreground")
             by = " by you" if c.decision_by == "user" else ""

@@ -1,0 +1,116 @@
+"""The reducer the screens share: rows in Amdahl order, the current candidate, the chart's points,
+approval, and replay checkpoints that give the same state as folding from the start."""
+
+from __future__ import annotations
+
+import time
+
+from autokernel.engine import events as ev
+from autokernel.engine.commands.replay import state_json
+from autokernel.engine.session_state import SessionState, Timeline, amdahl, fold, load_timeline
+from autokernel.tui.synthetic import session_events
+
+from tui_support import stored_session
+
+
+def test_amdahl_bound():
+    assert amdahl(0.5, 2.0) == 1 / (0.5 + 0.25)
+    assert amdahl(0.0, 10.0) == 1.0
+    assert abs(amdahl(1.0, 4.0) - 4.0) < 1e-12
+
+
+def test_fold_fills_rows_targets_and_chart():
+    events = list(session_events(40))
+    s = fold(events, "x")
+    assert s.status == "completed"
+    bounds = [r.max_speedup for r in s.rows]
+    assert bounds == sorted(bounds, reverse=True), "rows keep the engine's Amdahl order"
+    t = s.targets["rmsnorm"]
+    assert len(t.points) == 40 == s.experiments == s.decided
+    assert [p.experiment for p in t.points] == list(range(1, 41))
+    failed = [p for p in t.points if not p.passed]
+    assert failed and all(p.speedup is None for p in failed)
+    assert s.failed == len(failed) and s.passed == 40 - len(failed)
+    # the frontier only climbs, and ends at the kept kernel
+    speeds = [v for _, v in t.frontier]
+    assert speeds == sorted(speeds) and t.best_speedup == speeds[-1]
+    kept = [e for e in events if isinstance(e, ev.Decision) and e.decision == "kept"]
+    assert t.best_id == kept[-1].candidate_id and s.kept == len(kept)
+    bench = next(e for e in events if isinstance(e, ev.BenchResult) and e.candidate_id == t.best_id)
+    assert t.best_speedup == bench.speedup_eager and t.best_sol == bench.fraction_of_ceiling
+    row = s.rows[t.row]
+    assert row.kind == "rmsnorm" and row.best_speedup == t.best_speedup and row.status == "budget"
+    assert abs(row.now_ms - row.self_ms / t.best_speedup) < 1e-12
+    assert abs(row.e2e_now - amdahl(row.share, t.best_speedup)) < 1e-12
+    assert t.compile_speedup is not None and abs(t.compile_speedup - 1.3) < 1e-9
+    assert s.elapsed_s == events[-1].ts - events[0].ts
+    assert abs(s.rate_per_hour() - 40 * 3600 / s.elapsed_s) < 1e-9
+
+
+def test_current_candidate_stages_and_failure_reason():
+    s = SessionState()
+    for e in session_events(8):
+        s.apply(e)
+        if isinstance(e, ev.Decision) and e.decision == "failed":
+            break
+    c = s.candidate
+    assert c.decision == "failed"
+    failing = [(name, st) for name, st in c.stages.items() if st[0] == "fail"]
+    assert len(failing) == 1 and failing[0][1][1], "the failing stage carries its reason"
+    assert c.diff.startswith("---") and "kernel_fn" in c.source
+
+
+def test_pending_approval_is_set_then_cleared():
+    s = SessionState()
+    s.apply(ev.SessionStarted(approval="ask"))
+    s.apply(ev.AwaitingApproval(candidate_id="k-0002", target="k", speedup=1.5))
+    assert s.pending.candidate_id == "k-0002"
+    s.apply(ev.Decision(candidate_id="k-0002", target="k", decision="rejected", by="user"))
+    assert s.pending is None
+    s.apply(ev.ControlChanged(action="approval", value="auto"))
+    assert s.approval == "auto"
+    s.apply(ev.ControlChanged(action="pause"))
+    assert s.status == "paused"
+
+
+def test_log_is_bounded():
+    s = SessionState(log_lines=50)
+    for e in session_events(30):
+        s.apply(e)
+    assert len(s.log) == 50 and s.log[-1].text == "session completed"
+
+
+def test_timeline_any_position_equals_a_fresh_fold():
+    events = list(session_events(60))
+    tl = Timeline(events, "x", every=37)
+    for pos in (0, 1, 36, 37, 38, 200, 411, len(events) - 1, len(events), 150, 3):  # backwards too
+        assert state_json(tl.state_at(pos)) == state_json(fold(events[:pos], "x")), pos
+    # a state handed out is the caller's: folding more into it leaves the checkpoints alone
+    s = tl.state_at(100)
+    for e in events[100:]:
+        s.apply(e)
+    assert state_json(tl.state_at(100)) == state_json(fold(events[:100], "x"))
+
+
+def test_timeline_experiment_navigation():
+    events = list(session_events(10))
+    tl = Timeline(events, "x")
+    p5 = tl.position_of_experiment(5)
+    assert isinstance(events[p5 - 1], ev.CandidateWritten) and events[p5 - 1].experiment == 5
+    assert tl.next_experiment(p5, 1) == tl.position_of_experiment(6)
+    assert tl.next_experiment(p5, -1) == tl.position_of_experiment(4)
+    assert tl.position_of_experiment(99) is None
+    assert tl.next_experiment(len(events), 1) == len(events)
+
+
+def test_replay_of_a_stored_session_is_fast(tmp_path):
+    store, sid = stored_session(tmp_path / "s.db", experiments=1000)
+    t0 = time.perf_counter()
+    row, tl = load_timeline(store, "latest")
+    opened = time.perf_counter() - t0
+    assert row["id"] == sid and tl.final.experiments == 1000
+    assert opened < 2.0, f"opening 1,000 experiments took {opened:.2f}s"
+    t0 = time.perf_counter()
+    for pos in range(len(tl) - 1, 0, -len(tl) // 50):
+        tl.state_at(pos)
+    assert (time.perf_counter() - t0) / 50 < 0.05
