@@ -1,0 +1,53 @@
+"""`autokernel sessions`: the sessions in the store, newest first."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from .common import add_db_flag, add_json_flag, open_store, print_json
+
+HELP = "list recorded sessions (profile, optimize, ...), newest first"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_db_flag(p)
+    add_json_flag(p)
+    p.add_argument("--kind", default=None, help="only sessions of this kind (profile, optimize, bench, ...)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N sessions")
+
+
+def _entry(row: dict) -> dict:
+    return {
+        "id": row["id"], "kind": row["kind"], "model": row["model"], "status": row["status"],
+        "created": row["created"], "updated": row["updated"], "device": row["device"],
+        "device_name": row["device_name"], "agent": row["agent"], "events": row["n_events"],
+        "summary": row["summary"],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    try:
+        rows = [_entry(r) for r in store.sessions(kind=args.kind, limit=args.limit)]
+    finally:
+        store.close()
+    if args.json:
+        print_json(rows)
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not rows:
+        console.print(f"no sessions in {store.path}")
+        return 0
+    table = Table(title=f"sessions in {store.path}", title_justify="left")
+    for col in ("id", "kind", "model", "status", "created", "events"):
+        table.add_column(col, no_wrap=col in ("id", "created"))
+    for r in rows:
+        model = r["model"].rsplit("/", 1)[-1] if r["model"] else ""
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
+        table.add_row(r["id"], r["kind"], model, r["status"], created, str(r["events"]))
+    console.print(table)
+    return 0

@@ -1,0 +1,402 @@
+"""Where a model's time goes, per kernel type, with each row's floor and Amdahl bound.
+
+torch.profiler records every operator (self device time on CUDA, self CPU time otherwise, input
+shapes and scalar arguments). Forward hooks wrap each sub-module call in a
+`record_function("ak::<module index>::<call number>")` range, so each operator can be traced to
+the modules that ran it. A module whose subtree is one kernel (a norm, a SwiGLU MLP, a rotary
+embedding...) becomes one row however many operators it is made of; everything else is
+attributed by the operator the user called (aten::linear, not the addmm inside it). Each
+operator's self time is counted exactly once.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from . import amdahl
+from .attribution import (
+    TORCH_DTYPES, OpCall, classify_module, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
+)
+from .devices import device_name as _device_name
+from .model_loading import LoadedModel
+from .roofline import Ceilings, ceilings as _ceilings, floor_ms as _floor_ms
+
+RANGE_PREFIX = "ak::"
+
+
+@dataclass
+class ProfileRow:
+    """One bottleneck: a kernel type as it appears in the model (a module class or an operator)."""
+
+    name: str  # module class (e.g. "RMSNorm") or operator (e.g. "aten::linear")
+    kind: str  # a kernel type from autokernel.kernels, or "other"
+    calls: float  # per forward
+    shapes: list[str]  # the input shapes of its costliest calls
+    dtypes: list[str]
+    self_ms: float  # per forward
+    share: float  # of the model's end-to-end time
+    bytes: int  # per forward, the least it must move
+    flops: int  # per forward
+    floor_ms: float  # per forward, at the device's ceilings
+    kernel_speedup: float  # s = self_ms / floor_ms (>= 1, inf if nothing to move or compute)
+    max_speedup: float  # S = 1 / ((1 - p) + p / s): the model's speedup if this row hit its floor
+    target_shape: dict | None = None  # the spec shape of its costliest call (None for "other")
+    target_dtype: str | None = None
+    modules: list[str] = field(default_factory=list)  # module paths, for rows found by module
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("kernel_speedup", "max_speedup"):
+            if d[k] == float("inf"):
+                d[k] = None  # JSON has no infinity: null means unbounded (nothing to move or compute)
+        return d
+
+
+@dataclass
+class ProfileResult:
+    device: str
+    device_name: str
+    total_ms: float  # one forward, end to end (the larger of wall time and the time attributed)
+    rows: list[ProfileRow]  # ranked by max_speedup, largest first
+    wall_ms: float = 0.0  # median forward time measured without the profiler
+    attributed_ms: float = 0.0  # sum of the rows' self times
+    iters: int = 0
+    meaningful: bool = True  # False on CPU: the numbers show the method, not GPU reality
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device": self.device, "device_name": self.device_name, "total_ms": self.total_ms,
+            "wall_ms": self.wall_ms, "attributed_ms": self.attributed_ms, "iters": self.iters,
+            "meaningful": self.meaningful, "rows": [r.to_json() for r in self.rows],
+        }
+
+
+# -- module ranges ------------------------------------------------------------------------------------
+def shape_text(shape: Any) -> str:
+    """`2x128x256` for a shape, `scalar` for a 0-d tensor."""
+    dims = list(shape)
+    return "x".join(str(int(d)) for d in dims) if dims else "scalar"
+
+
+def _describe(obj: Any) -> list[str]:
+    if isinstance(obj, torch.Tensor):
+        return [shape_text(obj.shape)]
+    if isinstance(obj, (list, tuple)):
+        return [s for x in obj for s in _describe(x)]
+    if isinstance(obj, dict):
+        return [s for x in obj.values() for s in _describe(x)]
+    return []
+
+
+class ModuleRanges:
+    """Forward hooks that open a profiler range around every sub-module call while enabled."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.modules = list(model.named_modules())
+        self.enabled = False
+        self._stack: list[Any] = []
+        self._count = 0
+        self.call_args: dict[str, list[str]] = {}  # range name -> input shapes of that call
+        self._handles = []
+        for idx, (_, m) in enumerate(self.modules):
+            self._handles.append(m.register_forward_pre_hook(self._pre(idx), with_kwargs=True))
+            self._handles.append(m.register_forward_hook(self._post))
+
+    def _pre(self, idx: int):
+        def hook(module, args, kwargs):
+            if not self.enabled:
+                return None
+            name = f"{RANGE_PREFIX}{idx}::{self._count}"
+            self._count += 1
+            self.call_args[name] = _describe(args) + _describe(kwargs)
+            rf = record_function(name)
+            rf.__enter__()
+            self._stack.append(rf)
+            return None
+
+        return hook
+
+    def _post(self, module, args, output):
+        if self.enabled and self._stack:
+            self._stack.pop().__exit__(None, None, None)
+        return None
+
+    def close(self) -> None:
+        while self._stack:  # a forward that raised leaves ranges open
+            self._stack.pop().__exit__(None, None, None)
+        for h in self._handles:
+            h.remove()
+
+    def module_index(self, range_name: str) -> int:
+        return int(range_name[len(RANGE_PREFIX):].split("::", 1)[0])
+
+
+# -- running ------------------------------------------------------------------------------------------
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _self_us(evt: Any, device: str) -> float:
+    if device == "cuda":
+        for attr in ("self_device_time_total", "self_cuda_time_total"):
+            if hasattr(evt, attr):
+                return float(getattr(evt, attr))
+        return 0.0
+    return float(evt.self_cpu_time_total)
+
+
+def _op_call(evt: Any) -> OpCall:
+    return OpCall(
+        name=evt.name,
+        shapes=list(getattr(evt, "input_shapes", None) or []),
+        dtypes=list(getattr(evt, "input_dtypes", None) or []),
+        concrete=list(getattr(evt, "concrete_inputs", None) or []),
+    )
+
+
+def _is_op(evt: Any) -> bool:
+    """An operator (aten::mm, a custom ns::op), not a user range or a runtime call."""
+    return "::" in evt.name and not evt.name.startswith(RANGE_PREFIX)
+
+
+def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
+                  on_progress: Callable[[str], None] | None = None,
+                  ceilings: Ceilings | None = None) -> ProfileResult:
+    """Profile `iters` forwards (after `warmup`) and return Amdahl-ranked rows, per forward."""
+    if iters < 1:
+        raise ValueError("iters must be at least 1")
+    device, model, inputs = loaded.device, loaded.model, loaded.inputs
+    say = on_progress or (lambda msg: None)
+    ranges = ModuleRanges(model)
+    try:
+        with torch.no_grad():
+            say(f"warming up ({warmup} forwards)")
+            for _ in range(warmup):
+                model(*inputs)
+            _sync(device)
+            say(f"timing {iters} forwards")
+            times = []
+            for _ in range(iters):
+                _sync(device)
+                t0 = time.perf_counter()
+                model(*inputs)
+                _sync(device)
+                times.append((time.perf_counter() - t0) * 1e3)
+            wall_ms = statistics.median(times)
+            say(f"profiling {iters} forwards")
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+            with profile(activities=activities, record_shapes=True) as prof:
+                ranges.enabled = True
+                for _ in range(iters):
+                    model(*inputs)
+                _sync(device)
+                ranges.enabled = False
+    finally:
+        ranges.close()
+    say("measuring device ceilings" if ceilings is None else "attributing")
+    ceil = ceilings or _ceilings(device)
+    say("attributing time to kernel types")
+    rows = attribute(prof.events(), ranges, device, iters, wall_ms, ceil)
+    attributed = sum(r.self_ms for r in rows)
+    total = max(wall_ms, attributed)
+    for r in rows:
+        r.share = r.self_ms / total if total > 0 else 0.0
+        r.max_speedup = amdahl.end_to_end_bound(r.share, r.kernel_speedup)
+    return ProfileResult(device=device, device_name=_device_name(device), total_ms=total,
+                         rows=amdahl.rank(rows), wall_ms=wall_ms, attributed_ms=attributed,
+                         iters=iters, meaningful=ceil.meaningful)
+
+
+# -- attribution --------------------------------------------------------------------------------------
+@dataclass
+class _Call:
+    time_us: float = 0.0
+    ops: list = field(default_factory=list)  # OpCalls that describe the call
+    arg_shapes: list = field(default_factory=list)
+
+
+def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_ms: float,
+              ceil: Ceilings) -> list[ProfileRow]:
+    """Group the profiler's events into rows (unranked; share and max_speedup filled later)."""
+    cpu_events = [e for e in events if getattr(e, "device_type", DeviceType.CPU) == DeviceType.CPU]
+    scope_memo: dict[int, Any] = {}
+    top_memo: dict[int, Any] = {}
+
+    def scope(evt):
+        """The innermost module range strictly above `evt` (None at the top)."""
+        key = id(evt)
+        if key not in scope_memo:
+            p = evt.cpu_parent
+            if p is None:
+                scope_memo[key] = None
+            elif p.name.startswith(RANGE_PREFIX):
+                scope_memo[key] = p
+            else:
+                scope_memo[key] = scope(p)
+        return scope_memo[key]
+
+    def top_op(evt):
+        """The outermost operator above or at `evt`, below its module range: what the user called."""
+        key = id(evt)
+        if key not in top_memo:
+            p = evt.cpu_parent
+            above = top_op(p) if p is not None and not p.name.startswith(RANGE_PREFIX) else None
+            top_memo[key] = above or (evt if _is_op(evt) else None)
+        return top_memo[key]
+
+    # 1. what each module call runs (the outermost ops anywhere inside it); a module is classified
+    #    by its first call (every call of a module runs the same code)
+    tops = [e for e in cpu_events if _is_op(e) and top_op(e) is e]
+    ops_in_call: dict[int, list[str]] = defaultdict(list)
+    for e in tops:
+        r = scope(e)
+        while r is not None:
+            ops_in_call[id(r)].append(e.name)
+            r = scope(r)
+    first_call: dict[int, Any] = {}
+    for e in cpu_events:
+        if e.name.startswith(RANGE_PREFIX):
+            first_call.setdefault(ranges.module_index(e.name), e)
+    kinds: dict[int, str | None] = {}
+    for idx, (path, module) in enumerate(ranges.modules):
+        r = first_call.get(idx)
+        names = ops_in_call.get(id(r), []) if r is not None else []
+        kinds[idx] = classify_module(module, names) if names else None
+
+    def claiming_range(evt):
+        """The innermost range around `evt` (or `evt` itself if a range) of a classified module."""
+        r = evt if evt.name.startswith(RANGE_PREFIX) else scope(evt)
+        while r is not None:
+            if kinds.get(ranges.module_index(r.name)):
+                return r
+            r = scope(r)
+        return None
+
+    # log_softmax then nll_loss in one scope is a cross-entropy written out by hand
+    ce_scopes = defaultdict(set)
+    for e in tops:
+        ce_scopes[id(scope(e))].add(OpCall(e.name).short)
+    ce_scope_ids = {k for k, v in ce_scopes.items() if "log_softmax" in v and v & {"nll_loss", "nll_loss_nd"}}
+
+    def op_kind(top) -> str:
+        k = kind_of_op(top.name)
+        if OpCall(top.name).short in ("log_softmax", "_log_softmax") and id(scope(top)) in ce_scope_ids:
+            return "cross_entropy"
+        return k
+
+    # 2. every event's self time, once, to a (kind, name) group and one call within it
+    groups: dict[tuple[str, str], dict[int, _Call]] = defaultdict(dict)
+    group_modules: dict[tuple[str, str], set[str]] = defaultdict(set)
+    call_of: dict[int, tuple[tuple[str, str], int]] = {}
+
+    def call_for(evt):
+        """(group key, call id) for the unit of work `evt` belongs to, creating the call."""
+        r = claiming_range(evt)
+        if r is not None:
+            idx = ranges.module_index(r.name)
+            path, module = ranges.modules[idx]
+            key = (kinds[idx], type(module).__name__)
+            group_modules[key].add(path or type(module).__name__)
+            cid = id(r)
+            if cid not in groups[key]:
+                groups[key][cid] = _Call(arg_shapes=ranges.call_args.get(r.name, []))
+            return key, cid
+        top = top_op(evt) if not evt.name.startswith(RANGE_PREFIX) else None
+        unit = top or evt
+        key = (op_kind(top) if top is not None else "other", unit.name)
+        cid = id(unit)
+        if cid not in groups[key]:
+            oc = _op_call(unit)
+            groups[key][cid] = _Call(ops=[oc] if top is not None else [],
+                                     arg_shapes=[shape_text(s) for s, _ in oc.tensor_args()])
+        return key, cid
+
+    for e in tops:  # module calls collect the outermost ops they ran, for shapes and bytes
+        r = claiming_range(e)
+        if r is not None:
+            key, cid = call_for(e)
+            groups[key][cid].ops.append(_op_call(e))
+    for e in cpu_events:
+        us = _self_us(e, device)
+        if us <= 0:
+            continue
+        if e.name.startswith(RANGE_PREFIX) and device != "cuda":
+            continue  # a range's own CPU time is Python and profiler overhead, not a kernel
+        key, cid = call_for(e)
+        groups[key][cid].time_us += us
+
+    # 3. rows
+    rows = []
+    for key, calls in groups.items():
+        kind, name = key
+        total_us = sum(c.time_us for c in calls.values())
+        if total_us <= 0:
+            continue
+        spec = _spec(kind)
+        bytes_, flops, floor = 0, 0, 0.0
+        dtypes: set[str] = set()
+        best = max(calls.values(), key=lambda c: c.time_us)
+        for c in calls.values():
+            dt = main_dtype(c.ops)
+            if dt:
+                dtypes.add(dt)
+            b, f = _cost(kind, spec, c.ops, dt)
+            bytes_ += b
+            flops += f
+            floor += _floor_ms(b, f, dt or "fp32", ceil)
+        self_ms = total_us / 1e3 / iters
+        floor_ms = floor / iters
+        target_shape = kernel_shape(kind, best.ops) if kind != "other" else None
+        shapes_by_time = defaultdict(float)
+        for c in calls.values():
+            shapes_by_time[", ".join(c.arg_shapes)] += c.time_us
+        shapes = [s for s, _ in sorted(shapes_by_time.items(), key=lambda kv: -kv[1]) if s][:3]
+        s = amdahl.kernel_speedup(self_ms, floor_ms)
+        rows.append(ProfileRow(
+            name=name, kind=kind, calls=round(len(calls) / iters, 3), shapes=shapes, dtypes=sorted(dtypes),
+            self_ms=self_ms, share=0.0, bytes=int(bytes_ / iters), flops=int(flops / iters), floor_ms=floor_ms,
+            kernel_speedup=s, max_speedup=1.0, target_shape=target_shape,
+            target_dtype=main_dtype(best.ops) if kind != "other" else None,
+            modules=sorted(group_modules.get(key, ())),
+        ))
+    return rows
+
+
+def _spec(kind: str):
+    if kind == "other":
+        return None
+    try:
+        from ..kernels import get_spec
+
+        return get_spec(kind)
+    except ValueError:
+        return None  # that kernel type is not in this build yet: estimate from the operators
+    except Exception:  # a spec that fails to import must not stop a profile: estimate instead
+        return None
+
+
+def _cost(kind: str, spec, ops: list[OpCall], dtype: str | None) -> tuple[int, int]:
+    """Bytes and FLOPs of one call: the spec's formula on its shape when there is one (what a fused
+    kernel must do), else the sum over the operators it ran."""
+    if spec is not None and dtype in TORCH_DTYPES and exact_spec_shape(kind, ops):
+        shape = kernel_shape(kind, ops)
+        if shape:
+            try:
+                return int(spec.bytes_moved(shape, TORCH_DTYPES[dtype])), int(spec.flops(shape, TORCH_DTYPES[dtype]))
+            except Exception:  # a spec formula that does not take this shape: fall back to the ops
+                pass
+    b = f = 0
+    for op in ops:
+        ob, of = op_cost(op)
+        b += ob
+        f += of
+    return b, f
