@@ -1,0 +1,102 @@
+"""LayerNorm over the last dim: (x - mean) * rsqrt(var + eps) * weight + bias, fp32 math.
+
+Memory-bound: the floor is one read of x, one write of the output and one read of weight and bias.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..spec import KernelSpec, random_tensor, starters_beside
+
+
+def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    y = F.layer_norm(x.to(work), (x.shape[-1],), weight.to(work), bias.to(work), eps)
+    return y.to(x.dtype)
+
+
+def make_inputs(shape, dtype, device, gen, mode="normal"):
+    rows, cols = int(shape["rows"]), int(shape["cols"])
+    x = random_tensor((rows, cols), dtype, device, gen, mode)
+    # Parameters as a trained model has them: near 1 and near 0, not the identity, so a kernel
+    # that ignores or swaps them fails.
+    weight = (1.0 + 0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
+    bias = (0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
+    return x, weight, bias, 1e-5
+
+
+def bytes_moved(shape, dtype) -> int:
+    rows, cols = int(shape["rows"]), int(shape["cols"])
+    size = torch.empty((), dtype=dtype).element_size()
+    return (2 * rows * cols + 2 * cols) * size
+
+
+def flops(shape, dtype) -> int:
+    # mean, centre, square-and-add, scale, weight and bias: about 7 per element.
+    return 7 * int(shape["rows"]) * int(shape["cols"])
+
+
+def shape_from_args(x, *rest, **kwargs):
+    cols = int(x.shape[-1])
+    return {"rows": int(x.numel() // max(cols, 1)), "cols": cols}
+
+
+SPEC = KernelSpec(
+    name="layernorm",
+    signature="kernel_fn(x, weight, bias, eps=1e-5)",
+    summary="LayerNorm over the last dim of x [rows, cols] with weight and bias [cols], fp32 math, output in x's dtype",
+    reference=reference,
+    make_inputs=make_inputs,
+    bytes_moved=bytes_moved,
+    flops=flops,
+    metric="GB/s",
+    smoke_shape={"rows": 8, "cols": 1024},
+    sweep_shapes=(
+        {"rows": 4, "cols": 64},
+        {"rows": 37, "cols": 1000},
+        {"rows": 128, "cols": 768},
+        {"rows": 16, "cols": 5120},
+        {"rows": 4, "cols": 20000},
+        {"rows": 4096, "cols": 4096},
+        {"rows": 8192, "cols": 8192},
+        {"rows": 2048, "cols": 12288},
+    ),
+    edge_shapes=(
+        {"rows": 1, "cols": 1},
+        {"rows": 1, "cols": 17},
+        {"rows": 3, "cols": 5},
+        {"rows": 257, "cols": 3},
+        {"rows": 2, "cols": 16385},
+    ),
+    bench_shapes=(
+        {"rows": 4096, "cols": 4096},
+        {"rows": 8192, "cols": 4096},
+        {"rows": 8192, "cols": 8192},
+        {"rows": 32768, "cols": 1024},
+    ),
+    # Outputs are O(1); the halves are dominated by the output's own rounding (2**-11 and 2**-8
+    # relative), fp32 by the order of the two row reductions.
+    tolerances={
+        torch.float32: (1e-4, 1e-4),
+        torch.float16: (2e-3, 2e-3),
+        torch.bfloat16: (1e-2, 1e-2),
+    },
+    shape_from_args=shape_from_args,
+    data_args=(0,),
+    forbidden_ops=frozenset({
+        "aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::native_group_norm",
+        "aten::batch_norm", "aten::instance_norm", "aten::var_mean", "aten::var", "aten::std",
+        "aten::mean", "aten::rsqrt",
+    }),
+    starters=starters_beside(__file__),
+    notes=(
+        "Rows are independent: one row (or a few narrow rows) per program. Keep the row in registers "
+        "when it fits and use the centred variance mean((x - mean)**2) (E[x**2] - mean**2 loses all "
+        "precision on large-magnitude inputs). All math in fp32, output in x's dtype. weight and bias "
+        "are read once per program, not per element. For rows too wide for registers, loop over "
+        "the row (three reads) or keep a Welford running mean/M2."
+    ),
+)
+
