@@ -8,6 +8,7 @@ copy of `kernel_patch.py`, which imports only torch), an `__init__.py` with `pat
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from .search_state import CandidateRecord, SearchState, TargetState
 from .store import Store
 
 MARKER = "autokernel-export"
+CUDA_BUILD_IMPORT = "from autokernel.kernels.cuda_build import"
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 4) -> str:
@@ -117,11 +119,6 @@ def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], 
 
 def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = False) -> dict[str, Any]:
     """Write the package for session `ref` (id, prefix or `latest`) into `out_dir`; returns what was written."""
-    from autokernel.kernels import get_spec
-    from autokernel.kernels.spec import DTYPE_NAMES
-
-    from . import kernel_patch
-
     session = store.session(ref)
     if session["kind"] != "optimize":
         raise UserError(f"session {session['id']} is a {session['kind']} session: only optimize sessions have kernels")
@@ -144,9 +141,34 @@ def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = Fa
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    try:
+        _write_package(tmp, session, state, chosen, left_out, pkg, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp.replace(out)
+    return {"session_id": session["id"], "path": str(out), "package": pkg,
+            "kernels": [{"kind": t.name, "candidate_id": c.candidate_id} for t, c in chosen], "left_out": left_out}
+
+
+def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> None:
+    from autokernel.kernels import get_spec
+    from autokernel.kernels.spec import DTYPE_NAMES
+
+    from . import kernel_patch
+
     tolerances = {}
     for t, c in chosen:
-        (tmp / f"{t.name}.py").write_text(c.source)
+        source = c.source
+        if CUDA_BUILD_IMPORT in source:  # CUDA candidates build through our helper: vendor it (it imports only torch)
+            from autokernel.kernels import cuda_build
+
+            (tmp / "_cuda_build.py").write_text(Path(cuda_build.__file__).read_text())
+            source = source.replace(CUDA_BUILD_IMPORT, "from ._cuda_build import")
+        if re.search(r"^\s*(from|import)\s+autokernel\b", source, re.M):
+            raise UserError(f"{c.candidate_id} imports autokernel, so it cannot be exported standalone")
+        (tmp / f"{t.name}.py").write_text(source)
         try:
             spec = get_spec(t.name)
         except Exception:  # a kernel type this build no longer has: the patcher's default tolerances
@@ -161,7 +183,3 @@ def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = Fa
     (tmp / "__init__.py").write_text(_init_source(pkg, session, chosen, tolerances))
     (tmp / "RESULTS.md").write_text(_results_md(session, state, chosen, left_out, pkg, out))
     (tmp / ".autokernel-export").write_text(json.dumps({"session": session["id"], "kind": MARKER}))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp.replace(out)
-    return {"session_id": session["id"], "path": str(out), "package": pkg,
-            "kernels": [{"kind": t.name, "candidate_id": c.candidate_id} for t, c in chosen], "left_out": left_out}
