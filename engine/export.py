@@ -176,7 +176,7 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
         tolerances[t.name] = {DTYPE_NAMES[d]: list(v) for d, v in getattr(spec, "tolerances", {}).items()
                               if d in DTYPE_NAMES}
         starter = getattr(spec, "starters", {}).get(t.backend)
-        if c.is_starter and starter is not None:  # a CUDA starter builds the .cu files beside it
+        if (c.is_starter or CUDA_BUILD_IMPORT in c.source) and starter is not None:  # .cu files it builds
             for extra in Path(starter).parent.glob("*.cu*"):
                 shutil.copy(extra, tmp / extra.name)
     (tmp / "_patch.py").write_text(Path(kernel_patch.__file__).read_text())
