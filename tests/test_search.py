@@ -274,3 +274,13 @@ def test_headless_prompt_answers_the_gate(env, monkeypatch, capsys):
     assert len(prompts) == 3 and "[a]pprove/[r]eject" in prompts[0]
     out = capsys.readouterr().out
     assert "kept by user" in out and "rejected by user" in out and "waiting for approval" in out
+
+
+def test_the_loop_itself_costs_little_per_experiment(env):
+    """With a harness that takes no time, what is left is the loop's own cost (events, files, diffs)."""
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, EndlessAgent(), max_experiments=40, plateau=100)
+    t0 = time.perf_counter()
+    summary = session.run()
+    per_experiment = (time.perf_counter() - t0) / summary["experiments"]
+    assert summary["experiments"] == 40 and per_experiment < 0.1, per_experiment
