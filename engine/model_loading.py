@@ -123,11 +123,13 @@ def _call(what: str, fn, path: Path, device: str, *args):
     except torch.cuda.OutOfMemoryError as e:
         raise UserError(f"{what} ran out of GPU memory{_where(e, path)}: try --size small or --dtype bf16") from e
     except BaseException as e:
-        hint = ""
         msg = str(e)
-        if device == "cpu" and not torch.cuda.is_available() and ("CUDA" in msg or "cuda" in msg):
-            hint = " (the file asks for CUDA, which this machine does not have: build tensors on the CPU)"
-        raise UserError(f"{what} raised {_first_line(e)}{_where(e, path)}{hint}") from e
+        if not torch.cuda.is_available() and ("CUDA" in msg or "cuda" in msg):
+            raise UserError(
+                f"{what} puts tensors on cuda, but torch sees no CUDA GPU here{_where(e, path)} "
+                f"({_first_line(e)}): build them on the CPU, autokernel moves them to the run's device"
+            ) from e
+        raise UserError(f"{what} raised {_first_line(e)}{_where(e, path)}") from e
 
 
 def _tensors(obj: Any):
