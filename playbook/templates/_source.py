@@ -98,7 +98,7 @@ TMA_READY = block(
 
 INTERPRETER_NOTE = block(
     """
-    # Under the CPU interpreter autotune cannot time configs, so it gets exactly one.
+    # Running under the CPU interpreter (there autotune cannot time configs, so it gets one).
     _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
     """
 )
