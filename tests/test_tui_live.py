@@ -1,0 +1,166 @@
+"""The live screen driven by keys while an engine thread runs: approve, reject, pause, quit.
+
+`SyntheticSession` plays a session through the real Recorder (SQLite first) and the real
+LoopControl gate; the last test runs the real `OptimizeSession` on the CPU once the engine's
+worker is there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.store import Store
+from autokernel.tui.app import AutokernelApp
+from autokernel.tui.screens.live import EventInbox, LiveScreen
+from autokernel.tui.synthetic import SyntheticSession
+from autokernel.tui.widgets.bottlenecks import BottleneckTable
+from autokernel.tui.widgets.stages import StagesPanel
+
+from tui_support import sync, text_of, wait_for
+
+
+def _decisions(store: Store, sid: str) -> dict[str, ev.Decision]:
+    return {e.candidate_id: e for _, e in store.events(sid, types=["decision"])}
+
+
+def _live_app(store: Store, session_cls=SyntheticSession, **kw) -> tuple[AutokernelApp, object]:
+    inbox = EventInbox()
+    session = session_cls(store, [inbox.push], **kw)
+    return AutokernelApp(store, mode="live", session=session, inbox=inbox), session
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+@sync
+async def test_approve_keeps_reject_discards_quit_stops(tmp_path, size):
+    store = Store(tmp_path / "s.db")
+    app, session = _live_app(store, experiments=30, approval="ask", delay_s=0.001)
+    async with app.run_test(size=size) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        await wait_for(pilot, lambda: screen.state.pending is not None)
+        # the table is filled in Amdahl order, the target marked by the row cursor
+        table = screen.query_one(BottleneckTable)
+        assert [r.max_speedup for r in screen.state.rows] == sorted((r.max_speedup for r in screen.state.rows),
+                                                                      reverse=True)
+        assert table.row_count == 4 and table.show_cursor and table.cursor_row == screen.state.targets["rmsnorm"].row
+        stages = text_of(screen.query_one(StagesPanel))
+        assert stages.count("✔ pass") == 5 and "approve" in stages
+
+        first = screen.state.pending.candidate_id
+        await pilot.press("a")
+        await wait_for(pilot, lambda: first in _decisions(store, session.session_id))
+        d = _decisions(store, session.session_id)[first]
+        assert (d.decision, d.by) == ("kept", "user")
+
+        await wait_for(pilot, lambda: screen.state.pending is not None and screen.state.pending.candidate_id != first)
+        second = screen.state.pending.candidate_id
+        await pilot.press("r")
+        await wait_for(pilot, lambda: second in _decisions(store, session.session_id))
+        d = _decisions(store, session.session_id)[second]
+        assert (d.decision, d.by) == ("rejected", "user")
+        await wait_for(pilot, lambda: screen.state.targets["rmsnorm"].best_id == first or
+                       screen.state.pending is not None)
+        assert screen.state.targets["rmsnorm"].best_id != second
+
+        # q asks first; n keeps the session running
+        await pilot.press("q")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "ConfirmQuit"
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.screen is screen and screen.engine_running
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not screen.engine_running)
+    row = store.session(session.session_id)
+    assert row["status"] == "stopped"
+    controls = [e.action for _, e in store.events(session.session_id, types=["control"])]
+    assert controls[:2] == ["approve", "reject"] and "stop" in controls
+
+
+@sync
+async def test_pause_resume_and_approval_mode_keys(tmp_path):
+    store = Store(tmp_path / "s.db")
+    app, session = _live_app(store, experiments=400, approval="auto", delay_s=0.002)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.state.experiments >= 2)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: screen.state.status == "paused")
+        n = screen.state.experiments
+        await pilot.pause(0.3)
+        assert screen.state.experiments <= n + 1  # at most the experiment already under way
+        await pilot.press("p")
+        await wait_for(pilot, lambda: screen.state.status == "running" and screen.state.experiments > n + 1)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: screen.state.pending is not None)  # ask: the next best waits
+        assert screen.state.approval == "ask"
+        await pilot.press("m")  # back to auto: the waiting candidate is kept by the engine
+        cid = screen.state.pending.candidate_id if screen.state.pending else None
+        await wait_for(pilot, lambda: screen.state.pending is None)
+        if cid:
+            await wait_for(pilot, lambda: cid in _decisions(store, session.session_id))
+            assert _decisions(store, session.session_id)[cid].decision == "kept"
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not screen.engine_running)
+    assert store.session(session.session_id)["status"] == "stopped"
+
+
+@sync
+async def test_a_burst_of_events_costs_few_redraws(tmp_path):
+    store = Store(tmp_path / "s.db")
+    app, session = _live_app(store, experiments=300, approval="auto")  # as fast as SQLite allows
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.state.finished, timeout=60)
+        received = app.inbox.received
+        assert received == len(store.events(session.session_id)) > 2000
+        assert screen.redraws < received / 10, (screen.redraws, received)
+        await pilot.press("q")  # the engine is done: q leaves at once
+        await pilot.pause()
+    assert store.session(session.session_id)["status"] == "completed"
+
+
+ENGINE_READY = all(importlib.util.find_spec(m) for m in (
+    "autokernel.engine.worker", "autokernel.engine.harness", "autokernel.engine.profiling",
+    "autokernel.engine.agents.playbook", "autokernel.engine.examples.llama"))
+
+
+@pytest.mark.skipif(not ENGINE_READY, reason="the engine's worker/harness are not in this tree yet")
+@sync
+async def test_real_cpu_session_approve_then_reject(tmp_path):
+    """The real OptimizeSession on the small Llama example, Triton's interpreter, approval ask."""
+    from autokernel.engine.session import OptimizeSession
+
+    def make(store, listeners, **kw):
+        from autokernel.engine.session import SessionConfig
+
+        return OptimizeSession(SessionConfig(device="cpu", size="small", approval="ask", max_experiments=8,
+                                             plateau=20, integrate=False), store, listeners=listeners)
+
+    store = Store(tmp_path / "s.db")
+    app, session = _live_app(store, session_cls=make)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: screen.state.rows, timeout=120)
+        kinds = [r.max_speedup for r in screen.state.rows]
+        assert kinds == sorted(kinds, reverse=True)
+        seen: list[str] = []
+        for key, verdict in (("a", "kept"), ("r", "rejected")):
+            await wait_for(pilot, lambda: (screen.state.pending is not None and
+                                           screen.state.pending.candidate_id not in seen) or screen.state.finished,
+                           timeout=240)
+            if screen.state.finished:
+                break
+            cid = screen.state.pending.candidate_id
+            seen.append(cid)
+            await pilot.press(key)
+            await wait_for(pilot, lambda: cid in _decisions(store, session.session_id), timeout=60)
+            d = _decisions(store, session.session_id)[cid]
+            assert (d.decision, d.by) == (verdict, "user")
+        assert seen, "no candidate beat the starter in 8 experiments: nothing to approve"
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not screen.engine_running, timeout=240)
+    assert store.session(session.session_id)["status"] in ("stopped", "completed")
