@@ -1,0 +1,177 @@
+"""The profiler: time attributed to kernel types by module and by operator, counted once, with floors."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+import torch
+
+from autokernel.engine.attribution import OpCall, classify_module, kernel_shape, kind_by_pattern, kind_of_op, op_cost
+from autokernel.engine.examples import example_path
+from autokernel.engine.model_loading import load_model
+from autokernel.engine.profiling import profile_model
+from autokernel.engine.roofline import Ceilings
+
+# fixed ceilings: the floors in these tests do not depend on a measurement
+CEIL = Ceilings("test", bandwidth_gbs=100.0, matmul_tflops={"fp32": 1.0, "fp16": 2.0, "bf16": 2.0}, measured=False)
+
+TINY_LLAMA_PIECE = """
+import torch
+from torch import nn
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(64, 128)
+        self.norm = RMSNorm(128)
+        self.down = nn.Linear(128, 64)
+
+    def forward(self, x):
+        return self.down(self.norm(self.up(x)))
+
+def get_inputs():
+    return [torch.randn(32, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+# KernelBench's RMSNorm problem: the root module is the norm, over dim 1 of a 4-D tensor
+KERNELBENCH_RMS = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def __init__(self, features, eps):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)
+        return x / rms
+
+def get_inputs():
+    return [torch.randn(4, 16, 8, 6)]
+
+def get_init_inputs():
+    return [16, 1e-5]
+"""
+
+
+@pytest.fixture(autouse=True)
+def _size_env(monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_MODEL_SIZE", "small")
+
+
+def _profile(tmp_path, text, iters=2):
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent(text))
+    return profile_model(load_model(path, "cpu"), warmup=1, iters=iters, ceilings=CEIL)
+
+
+def test_hand_written_rmsnorm_is_one_row(tmp_path):
+    result = _profile(tmp_path, TINY_LLAMA_PIECE)
+    by_name = {r.name: r for r in result.rows}
+    assert "RMSNorm" in by_name
+    row = by_name["RMSNorm"]
+    assert row.kind == "rmsnorm" and row.calls == 1 and row.modules == ["norm"]
+    assert row.target_shape == {"rows": 32, "cols": 128} and row.target_dtype == "fp32"
+    for op in ("aten::pow", "aten::mean", "aten::rsqrt", "aten::mul", "aten::add"):
+        assert op not in by_name, f"{op} leaked out of the RMSNorm module"
+    assert by_name["aten::linear"].kind == "matmul" and by_name["aten::linear"].calls == 2
+    # at least: read x, write y (32x128 fp32 each); the floor follows from the fixed bandwidth
+    assert row.bytes >= 2 * 32 * 128 * 4
+    assert row.floor_ms == pytest.approx(row.bytes / 100e9 * 1e3, rel=1e-6)
+    matmul = by_name["aten::linear"]
+    assert matmul.flops == 2 * 32 * 64 * 128 * 2
+    # every row's self time counted once: the rows add up to the attributed time, shares to <= 1
+    assert sum(r.self_ms for r in result.rows) == pytest.approx(result.attributed_ms)
+    assert sum(r.share for r in result.rows) <= 1 + 1e-9
+    assert [r.max_speedup for r in result.rows] == sorted((r.max_speedup for r in result.rows), reverse=True)
+
+
+def test_rmsnorm_with_an_unhelpful_name_over_dim_1(tmp_path):
+    result = _profile(tmp_path, KERNELBENCH_RMS)
+    kinds = {r.kind for r in result.rows}
+    assert kinds == {"rmsnorm"}, [(r.kind, r.name) for r in result.rows]
+    (row,) = result.rows
+    assert row.name == "Model" and row.modules == ["Model"]
+    assert row.target_shape == {"rows": 4 * 8 * 6, "cols": 16}  # normalized over dim 1, not the last
+    assert row.share > 0
+
+
+def test_llama_example_profiles_in_seconds_with_every_kind():
+    t0 = time.perf_counter()
+    loaded = load_model(example_path("llama"), "cpu")
+    result = profile_model(loaded, warmup=1, iters=2, ceilings=CEIL)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 60  # a few seconds on an idle machine; generous for a busy CI box
+    kinds = {r.kind for r in result.rows}
+    assert {"matmul", "rmsnorm", "flash_attention", "fused_mlp", "rotary_embedding", "cross_entropy"} <= kinds
+    rows = {r.kind: r for r in result.rows if r.kind != "other"}
+    assert rows["fused_mlp"].name == "FeedForward" and rows["fused_mlp"].calls == 2
+    assert rows["fused_mlp"].target_shape == {"tokens": 256, "hidden": 256, "intermediate": 688}
+    assert rows["rotary_embedding"].calls == 4 and rows["rotary_embedding"].target_shape == {
+        "batch": 2, "heads": 4, "seq": 128, "head_dim": 64}
+    assert rows["flash_attention"].target_shape["causal"] is True
+    assert rows["cross_entropy"].target_shape == {"rows": 256, "vocab": 1024}
+    assert rows["rmsnorm"].calls == 5  # two per layer, one final
+    assert all(r.floor_ms > 0 for r in rows.values())
+    assert result.device == "cpu" and not result.meaningful
+
+
+def test_convnet_example_profiles():
+    result = profile_model(load_model(example_path("convnet"), "cpu"), warmup=1, iters=1, ceilings=CEIL)
+    names = {r.name for r in result.rows}
+    assert "aten::conv2d" in names and "aten::linear" in names
+    conv = next(r for r in result.rows if r.name == "aten::conv2d")
+    assert conv.flops > 0 and conv.kind == "other" and conv.target_shape is None
+    assert any(r.kind == "softmax" for r in result.rows)
+
+
+# -- the attribution rules on their own --------------------------------------------------------------
+def test_operator_names():
+    assert kind_of_op("aten::linear") == kind_of_op("aten::bmm") == "matmul"
+    assert kind_of_op("aten::_scaled_dot_product_flash_attention") == "flash_attention"
+    assert kind_of_op("aten::native_layer_norm") == "layernorm"
+    assert kind_of_op("aten::cross_entropy_loss") == "cross_entropy"
+    assert kind_of_op("aten::amax") == "reduce"
+    assert kind_of_op("aten::gelu") == "other"
+
+
+def test_patterns():
+    assert kind_by_pattern(["aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul", "aten::mul", "aten::to"]) == "rmsnorm"
+    assert kind_by_pattern(["aten::mean", "aten::sub", "aten::pow", "aten::mean", "aten::add", "aten::sqrt", "aten::div"]) == "layernorm"
+    assert kind_by_pattern(["aten::amax", "aten::sub", "aten::exp", "aten::sum", "aten::div"]) == "softmax"
+    assert kind_by_pattern(["aten::linear"] * 3 + ["aten::silu", "aten::mul"]) == "fused_mlp"
+    assert kind_by_pattern(["aten::linear"] * 2 + ["aten::gelu"]) is None
+    assert kind_by_pattern(["aten::mul", "aten::slice", "aten::neg", "aten::cat", "aten::mul", "aten::add"]) == "rotary_embedding"
+    assert kind_by_pattern(["aten::log_softmax", "aten::nll_loss"]) == "cross_entropy"
+    # a module named like a norm that runs a matmul is not a norm
+    class FancyRMSNorm(torch.nn.Module):
+        pass
+    assert classify_module(FancyRMSNorm(), ["aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"]) == "rmsnorm"
+    assert classify_module(FancyRMSNorm(), ["aten::linear", "aten::mean", "aten::rsqrt", "aten::mul"]) is None
+    assert classify_module(torch.nn.LayerNorm(4), ["aten::layer_norm"]) == "layernorm"
+
+
+def test_costs_and_shapes_from_recorded_ops():
+    mm = OpCall("aten::addmm", [[128], [64, 256], [256, 128], [], []], ["float", "float", "float", "Scalar", "Scalar"], [None, None, None, 1, 1])
+    b, f = op_cost(mm)
+    assert f == 2 * 64 * 128 * 256
+    assert b == (128 + 64 * 256 + 256 * 128 + 64 * 128) * 4
+    assert kernel_shape("matmul", [mm]) == {"M": 64, "N": 128, "K": 256}
+    softmax = OpCall("aten::_softmax", [[8, 100, 30], [], []], ["c10::BFloat16", "Scalar", "Scalar"], [None, 1, False])
+    assert kernel_shape("softmax", [softmax]) == {"rows": 240, "cols": 100}
+    views = OpCall("aten::transpose", [[4, 5], [], []], ["float", "Scalar", "Scalar"], [None, 0, 1])
+    assert op_cost(views) == (0, 0)
