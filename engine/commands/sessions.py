@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from .common import add_db_flag, add_json_flag, open_store, print_json
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # a pipe or a file gets the whole table
     if not rows:
         console.print(f"no sessions in {store.path}")
         return 0
