@@ -4,8 +4,9 @@ Two compiles, both with nvcc and `autokernel.kernels.cuda_build.nvcc_flags("90")
 torch adds to every extension build:
 - each `.cu` alone with `-DAUTOKERNEL_NO_TORCH`: all device kernels, every dtype instantiation and
   the raw-pointer launchers (plain CUDA headers only), to an object file;
-- the torch bindings of all nine in one translation unit (each file included in its own namespace,
-  with the headers included once up front), because parsing torch's headers costs ~25 s per unit.
+- the torch bindings of all nine with `-DAUTOKERNEL_BINDINGS_ONLY` (the device code left out, the
+  launchers only declared) in one translation unit, each file included in its own namespace with
+  the headers included once up front, because parsing torch's headers costs ~25 s per unit.
   This machine's CUDA toolkit has no cuBLAS/cuSPARSE headers and torch's CPU wheel no generated
   `cuda_cmake_macros.h`, so the sources use only the c10 CUDA stream/guard headers and this test
   defines `C10_CUDA_NO_CMAKE_CONFIGURE_FILE`.
@@ -82,7 +83,7 @@ def compiled(tmp_path_factory):
     unit.write_text(combined_binding_unit(sources))
 
     jobs = {name: ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o")] for name, path in sources.items()}
-    jobs["<bindings>"] = [*torch_includes, "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-c", str(unit), "-o", str(out / "bindings.o")]
+    jobs["<bindings>"] = [*torch_includes, "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DAUTOKERNEL_BINDINGS_ONLY", "-c", str(unit), "-o", str(out / "bindings.o")]
     # The bindings unit is by far the longest: start it first.
     order = ["<bindings>", *sources]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:

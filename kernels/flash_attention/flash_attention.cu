@@ -25,6 +25,12 @@
 #include <math_constants.h>
 #include <type_traits>
 
+// The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
+// use to compile the torch binding apart from the device code).
+cudaError_t flash_attention_launch(int dtype, const void* q, const void* k, const void* v, void* o, int64_t bh, int S,
+                                   int D, bool causal, cudaStream_t stream);
+
+#ifndef AUTOKERNEL_BINDINGS_ONLY
 namespace {
 
 __device__ __forceinline__ float to_float(float v) { return v; }
@@ -346,6 +352,7 @@ cudaError_t flash_attention_launch(int dtype, const void* q, const void* k, cons
     default: return cudaErrorInvalidValue;
   }
 }
+#endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
 #include <ATen/core/Tensor.h>

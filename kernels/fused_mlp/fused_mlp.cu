@@ -20,6 +20,12 @@
 #include <cstdint>
 #include <type_traits>
 
+// The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
+// use to compile the torch binding apart from the device code).
+cudaError_t fused_mlp_launch(int dtype, const void* x, const void* wg, const void* wu, const void* wd, float* gate,
+                             void* hidden_buf, void* out, int tokens, int hidden, int inter, cudaStream_t stream);
+
+#ifndef AUTOKERNEL_BINDINGS_ONLY
 namespace {
 
 template <typename T> __device__ __forceinline__ T from_float(float v);
@@ -305,6 +311,7 @@ cudaError_t fused_mlp_launch(int dtype, const void* x, const void* wg, const voi
     default: return cudaErrorInvalidValue;
   }
 }
+#endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
 #include <ATen/core/Tensor.h>

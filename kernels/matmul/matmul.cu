@@ -21,6 +21,11 @@
 #include <cstdint>
 #include <type_traits>
 
+// The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
+// use to compile the torch binding apart from the device code).
+cudaError_t matmul_launch(int dtype, const void* a, const void* b, void* c, int M, int N, int K, cudaStream_t stream);
+
+#ifndef AUTOKERNEL_BINDINGS_ONLY
 namespace {
 
 template <typename T> __device__ __forceinline__ T from_float(float v);
@@ -292,6 +297,7 @@ cudaError_t matmul_launch(int dtype, const void* a, const void* b, void* c, int 
     default: return cudaErrorInvalidValue;
   }
 }
+#endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
 #include <ATen/core/Tensor.h>

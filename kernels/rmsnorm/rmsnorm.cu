@@ -16,6 +16,12 @@
 #include <cstdint>
 #include <math_constants.h>
 
+// The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
+// use to compile the torch binding apart from the device code).
+cudaError_t rmsnorm_launch(int dtype, int weight_dtype, const void* x, const void* w, void* y, int64_t rows,
+                           int cols, float eps, cudaStream_t stream);
+
+#ifndef AUTOKERNEL_BINDINGS_ONLY
 namespace {
 
 constexpr int kItems = 4;        // vectors a thread keeps in registers
@@ -191,6 +197,7 @@ cudaError_t rmsnorm_launch(int dtype, int weight_dtype, const void* x, const voi
     default: return cudaErrorInvalidValue;
   }
 }
+#endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
 #include <ATen/core/Tensor.h>

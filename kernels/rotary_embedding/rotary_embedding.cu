@@ -15,6 +15,12 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 
+// The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
+// use to compile the torch binding apart from the device code).
+cudaError_t rotary_launch(int dtype, int table_dtype, const void* x, const void* cos, const void* sin, void* out,
+                          int64_t rows, int seq, int dim, cudaStream_t stream);
+
+#ifndef AUTOKERNEL_BINDINGS_ONLY
 namespace {
 
 
@@ -149,6 +155,7 @@ cudaError_t rotary_launch(int dtype, int table_dtype, const void* x, const void*
     default: return cudaErrorInvalidValue;
   }
 }
+#endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
 #include <ATen/core/Tensor.h>
