@@ -1,0 +1,240 @@
+"""Build every CUDA C++ starter on this GPU and check it against its spec's reference, one line each.
+
+Run on a GPU machine before a full harness run:
+
+    python -m autokernel.kernels.cuda_selfcheck                 # all kernel types with a spec
+    python -m autokernel.kernels.cuda_selfcheck -k softmax,matmul --dtypes bf16
+    python -m autokernel.kernels.cuda_selfcheck --bench         # also time CUDA vs Triton vs eager
+
+The builds run first, in parallel processes (`--jobs`), and land in torch's extension cache, so the
+harness later loads them without compiling. The check covers the spec's smoke shape, its edge
+shapes and a few sweep shapes in every dtype, compared in float64 with the spec's tolerance, and
+runs each case twice to report whether the output is bitwise reproducible. Kernel types whose spec
+or CUDA starter is missing are reported as skipped. This is a quick pre-flight check, not the
+harness: it does not poison outputs, test non-contiguous inputs or look for forbidden ops.
+Exit status: 0 when every present starter passed, 1 otherwise, 2 without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import multiprocessing
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import KERNEL_NAMES, get_spec
+from .spec import DTYPES, DTYPE_NAMES, KernelSpec
+
+KERNELS_DIR = Path(__file__).resolve().parent
+MAX_CHECK_ELEMENTS = 1 << 26  # keeps the whole check to a minute or so on one GPU
+MAX_SWEEP_SHAPES = 3
+
+
+@dataclass
+class Outcome:
+    name: str
+    status: str  # "ok", "FAIL", "skip"
+    detail: str
+
+
+def starter_path(name: str) -> Path:
+    return KERNELS_DIR / name / "starter_cuda.py"
+
+
+def import_file(path: Path, module_name: str):
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build_one(name: str) -> tuple[str, float, str]:
+    """In a child process: import the starter and build its extension. -> (name, seconds, error)."""
+    started = time.perf_counter()
+    try:
+        from .cuda_build import load_cuda_extension
+
+        module = import_file(starter_path(name), f"ak_selfcheck_build_{name}")
+        load_cuda_extension(module.SOURCE)
+        return name, time.perf_counter() - started, ""
+    except Exception as e:  # reported per kernel; one broken source must not hide the others
+        return name, time.perf_counter() - started, f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"
+
+
+def build_all(names: list[str], jobs: int) -> dict[str, tuple[float, str]]:
+    """Build the extensions in `jobs` spawned processes (each build is a separate ninja project)."""
+    if jobs <= 1:
+        return {n: r for n, *r in map(_build_one, names)}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return {n: (secs, err) for n, secs, err in pool.map(_build_one, names)}
+
+
+def check_shapes(spec: KernelSpec) -> list[dict]:
+    """Smoke, edges and the first few sweep shapes small enough to check quickly."""
+    shapes = [dict(spec.smoke_shape), *map(dict, spec.edge_shapes)]
+    sweep = [dict(s) for s in spec.sweep_shapes if spec.elements(s) <= MAX_CHECK_ELEMENTS]
+    for s in sweep[:MAX_SWEEP_SHAPES] + sweep[-1:]:
+        if s not in shapes:
+            shapes.append(s)
+    return shapes
+
+
+def compare(out, ref, atol: float, rtol: float) -> tuple[bool, float, str]:
+    """(within tolerance, max abs error, problem) comparing in float64; NaN only matches NaN."""
+    if not isinstance(out, torch.Tensor):
+        return False, float("nan"), f"returned {type(out).__name__}, not a tensor"
+    if out.shape != ref.shape:
+        return False, float("nan"), f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return False, float("nan"), f"dtype {out.dtype} != {ref.dtype}"
+    o, r = out.double(), ref.double()
+    both_nan = torch.isnan(o) & torch.isnan(r)
+    err = (o - r).abs().masked_fill(both_nan, 0.0)
+    ok = bool(((err <= atol + rtol * r.abs()) | both_nan).all()) if o.numel() else True
+    max_err = float(err.max()) if o.numel() else 0.0
+    return ok, max_err, "" if ok else "outside tolerance"
+
+
+def check_kernel(name: str, spec: KernelSpec, fn, dtypes: list[torch.dtype], device: str = "cuda") -> Outcome:
+    passed = total = 0
+    worst = 0.0
+    reproducible = True
+    for dtype in [d for d in dtypes if d in spec.dtypes]:
+        atol, rtol = spec.tolerance(dtype)
+        for shape in check_shapes(spec):
+            total += 1
+            gen = torch.Generator().manual_seed(1234 + total)
+            args = spec.make_inputs(shape, dtype, device, gen, "normal")
+            try:
+                out = fn(*args)
+                again = fn(*args)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            except Exception as e:
+                msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                return Outcome(name, "FAIL", f"{DTYPE_NAMES[dtype]} {shape}: raised {type(e).__name__}: {msg}")
+            ref = spec.reference(*args)
+            ok, max_err, problem = compare(out, ref, atol, rtol)
+            if not ok:
+                return Outcome(
+                    name, "FAIL",
+                    f"{DTYPE_NAMES[dtype]} {shape}: {problem} (max abs err {max_err:.3g}, atol {atol:g}, rtol {rtol:g})",
+                )
+            if isinstance(again, torch.Tensor) and not torch.equal(out, again):
+                reproducible = False
+            worst = max(worst, max_err / max(atol, 1e-30))
+            passed += 1
+    repro = "bitwise reproducible" if reproducible else "NOT bitwise reproducible"
+    return Outcome(name, "ok", f"{passed}/{total} cases, worst error {worst:.2f} x atol, {repro}")
+
+
+def bench_line(name: str, spec: KernelSpec, cuda_fn, dtype: torch.dtype) -> str:
+    """Median time of CUDA starter, Triton starter (if present) and the eager reference, first bench shape."""
+    from triton.testing import do_bench
+
+    shape = dict(spec.bench_shapes[0])
+    args = spec.make_inputs(shape, dtype, "cuda", torch.Generator().manual_seed(7), "normal")
+    parts = []
+    contenders = [("cuda", cuda_fn)]
+    triton_path = KERNELS_DIR / name / "starter_triton.py"
+    if triton_path.is_file():
+        try:
+            contenders.append(("triton", import_file(triton_path, f"ak_selfcheck_triton_{name}").kernel_fn))
+        except Exception as e:
+            parts.append(f"triton import failed: {type(e).__name__}")
+    contenders.append(("eager", spec.reference))
+    times = {}
+    for label, fn in contenders:
+        try:
+            times[label] = do_bench(lambda: fn(*args), warmup=25, rep=100)
+        except Exception as e:
+            parts.append(f"{label} failed: {type(e).__name__}")
+    for label, ms in times.items():
+        work = spec.bytes_moved(shape, dtype) / ms / 1e6 if spec.metric == "GB/s" else spec.flops(shape, dtype) / ms / 1e9
+        parts.append(f"{label} {ms * 1e3:.1f} us ({work:.0f} {spec.metric})")
+    if "cuda" in times and "triton" in times:
+        parts.append(f"cuda/triton throughput {times['triton'] / times['cuda']:.0%}")
+    return f"    bench {DTYPE_NAMES[dtype]} {shape}: " + ", ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autokernel.kernels.cuda_selfcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("-k", "--kernels", default=",".join(KERNEL_NAMES), help="comma-separated kernel types")
+    parser.add_argument("--dtypes", default="fp32,fp16,bf16", help="comma-separated: fp32, fp16, bf16")
+    parser.add_argument("--jobs", type=int, default=4, help="parallel builds (default 4)")
+    parser.add_argument("--build-only", action="store_true", help="only compile (fills the extension cache)")
+    parser.add_argument("--bench", action="store_true", help="also time CUDA vs Triton starter vs eager (bf16)")
+    opts = parser.parse_args(argv)
+
+    if not torch.cuda.is_available():
+        print("cuda_selfcheck: no CUDA GPU here (torch.cuda.is_available() is False); nothing to check")
+        return 2
+    names = [n.strip() for n in opts.kernels.split(",") if n.strip()]
+    unknown = [n for n in names if n not in KERNEL_NAMES]
+    if unknown:
+        print(f"cuda_selfcheck: unknown kernel type(s) {', '.join(unknown)}; known: {', '.join(KERNEL_NAMES)}")
+        return 2
+    try:
+        dtypes = [DTYPES[d.strip()] for d in opts.dtypes.split(",") if d.strip()]
+    except KeyError as e:
+        print(f"cuda_selfcheck: unknown dtype {e.args[0]!r}; choose from {', '.join(DTYPES)}")
+        return 2
+
+    print(f"device: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))}), "
+          f"torch {torch.__version__}")
+    outcomes: list[Outcome] = []
+    specs: dict[str, KernelSpec] = {}
+    for name in names:
+        if not starter_path(name).is_file():
+            outcomes.append(Outcome(name, "skip", "no starter_cuda.py"))
+            continue
+        try:
+            specs[name] = get_spec(name)
+        except ValueError:
+            outcomes.append(Outcome(name, "skip", "no spec in this build"))
+            continue
+        except Exception as e:
+            outcomes.append(Outcome(name, "FAIL", f"spec failed to import: {type(e).__name__}: {e}"))
+
+    started = time.perf_counter()
+    built = build_all(list(specs), max(1, opts.jobs))
+    print(f"built {len(built)} extension(s) in {time.perf_counter() - started:.0f} s")
+
+    for name, spec in specs.items():
+        secs, err = built[name]
+        if err:
+            outcomes.append(Outcome(name, "FAIL", f"build failed after {secs:.0f} s: {err}"))
+            continue
+        if opts.build_only:
+            outcomes.append(Outcome(name, "ok", f"built in {secs:.0f} s"))
+            continue
+        try:
+            fn = import_file(starter_path(name), f"ak_selfcheck_{name}").kernel_fn
+            outcome = check_kernel(name, spec, fn, dtypes)
+        except Exception:
+            outcome = Outcome(name, "FAIL", "crashed: " + traceback.format_exc().strip().splitlines()[-1])
+        outcomes.append(outcome)
+        print(f"{outcome.name:<18} {outcome.status:<5} {outcome.detail}", flush=True)
+        if opts.bench and outcome.status == "ok":
+            try:
+                print(bench_line(name, spec, fn, torch.bfloat16), flush=True)
+            except Exception as e:
+                print(f"    bench failed: {type(e).__name__}: {e}", flush=True)
+
+    for outcome in outcomes:
+        if outcome.status == "skip" or opts.build_only or outcome.detail.startswith("build failed"):
+            print(f"{outcome.name:<18} {outcome.status:<5} {outcome.detail}")
+    failed = [o.name for o in outcomes if o.status == "FAIL"]
+    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} fine" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""The GPU self-check's own logic, exercised on CPU with the references standing in for kernels.
+
+On a machine without CUDA the script must say so and exit 2; its checker must pass a correct
+function and name the first failing case of a wrong one (shape and dtype in the line).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from autokernel.kernels import available, get_spec
+from autokernel.kernels.cuda_selfcheck import check_kernel, check_shapes, compare
+
+
+def some_spec():
+    names = available()
+    if not names:
+        pytest.skip("no kernel spec in this build yet")
+    return get_spec(names[0])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_script_without_gpu_says_so_and_exits_2():
+    result = subprocess.run(
+        [sys.executable, "-m", "autokernel.kernels.cuda_selfcheck"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2
+    assert "no CUDA GPU" in result.stdout
+
+
+def test_script_rejects_unknown_kernel_names_in_one_line():
+    if not torch.cuda.is_available():
+        pytest.skip("the GPU check comes first without CUDA")
+    result = subprocess.run(
+        [sys.executable, "-m", "autokernel.kernels.cuda_selfcheck", "-k", "nonsense"], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "unknown kernel type" in result.stdout
+
+
+def test_reference_passes_its_own_check():
+    spec = some_spec()
+    outcome = check_kernel(spec.name, spec, spec.reference, [torch.float32], device="cpu")
+    assert outcome.status == "ok", outcome.detail
+    assert f"{len(check_shapes(spec))}/{len(check_shapes(spec))} cases" in outcome.detail
+
+
+def test_wrong_kernel_fails_with_the_case_named():
+    spec = some_spec()
+
+    def off_by_a_bit(*args):
+        return spec.reference(*args) + 0.05
+
+    outcome = check_kernel(spec.name, spec, off_by_a_bit, [torch.float32], device="cpu")
+    assert outcome.status == "FAIL"
+    assert "fp32" in outcome.detail and "outside tolerance" in outcome.detail
+
+
+def test_raising_kernel_is_reported_not_propagated():
+    spec = some_spec()
+
+    def broken(*args):
+        raise RuntimeError("illegal memory access")
+
+    outcome = check_kernel(spec.name, spec, broken, [torch.float32], device="cpu")
+    assert outcome.status == "FAIL" and "illegal memory access" in outcome.detail
+
+
+def test_compare_handles_nan_shape_and_dtype():
+    ref = torch.tensor([1.0, float("nan")])
+    assert compare(ref.clone(), ref, 1e-6, 0)[0]
+    assert not compare(torch.tensor([1.0, 2.0]), ref, 1e-6, 0)[0]
+    assert "shape" in compare(torch.zeros(3), ref, 1e-6, 0)[2]
+    assert "dtype" in compare(ref.half(), ref, 1e-6, 0)[2]
