@@ -25,12 +25,14 @@ def available() -> list[str]:
     out = []
     for name in KERNEL_NAMES:
         try:
-            importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as e:
             if e.name == f"{__name__}.{name}":
                 continue
             raise
-        out.append(name)
+        # A folder holding only starters (no __init__.py yet) imports as a namespace package.
+        if hasattr(module, "SPEC"):
+            out.append(name)
     return out
 
 
@@ -44,6 +46,8 @@ def get_spec(name: str) -> KernelSpec:
         if e.name == f"{__name__}.{name}":
             raise ValueError(f"kernel {name!r} is not in this build; known: {', '.join(available())}") from None
         raise
+    if not hasattr(module, "SPEC"):
+        raise ValueError(f"kernel {name!r} is not in this build; known: {', '.join(available())}")
     return module.SPEC
 
 
