@@ -355,7 +355,9 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
             floor += _floor_ms(b, f, dt or "fp32", ceil)
         self_ms = total_us / 1e3 / iters
         floor_ms = floor / iters
-        target_shape = kernel_shape(kind, best.ops) if kind != "other" else None
+        # a target only where the spec's kernel can stand in for the call (not a batched matmul)
+        exact = kind != "other" and exact_spec_shape(kind, best.ops)
+        target_shape = kernel_shape(kind, best.ops) if exact else None
         shapes_by_time = defaultdict(float)
         for c in calls.values():
             shapes_by_time[", ".join(c.arg_shapes)] += c.time_us
@@ -365,7 +367,7 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
             name=name, kind=kind, calls=round(len(calls) / iters, 3), shapes=shapes, dtypes=sorted(dtypes),
             self_ms=self_ms, share=0.0, bytes=int(bytes_ / iters), flops=int(flops / iters), floor_ms=floor_ms,
             kernel_speedup=s, max_speedup=1.0, target_shape=target_shape,
-            target_dtype=main_dtype(best.ops) if kind != "other" else None,
+            target_dtype=main_dtype(best.ops) if target_shape else None,
             modules=sorted(group_modules.get(key, ())),
         ))
     return rows
