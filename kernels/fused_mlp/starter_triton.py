@@ -1,0 +1,171 @@
+"""Triton starter for the SwiGLU MLP: one fused gate/up kernel, then the down projection.
+
+Kernel 1 walks x once per [BLOCK_M, BLOCK_N] tile of the intermediate activations with two fp32
+accumulators (x @ w_gate.T and x @ w_up.T share every x tile) and writes silu(g) * u once, in x's
+dtype. Kernel 2 is a tiled, grouped-order matmul h @ w_down.T. Weights are read through the
+strides of their transposed views (no copies). Autotuned on a GPU; one small config under
+TRITON_INTERPRET=1, where bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16
+dot is wrong; the widening is exact).
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _configs(tiles):
+    if INTERPRETED:
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
+            for m, n, k, w, s in tiles]
+
+
+# Two accumulators per tile: half the tile area of a plain matmul fits the same registers.
+GATE_UP_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+    (128, 128, 64, 8, 3),
+    (128, 128, 32, 8, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 64, 4, 4),
+    (32, 64, 32, 2, 5),
+]
+DOWN_TILES = [
+    (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (128, 64, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 32, 4, 5),
+    (32, 64, 32, 2, 5),
+]
+
+
+@triton.jit
+def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Grouped program order: GROUP_M tile-rows share their B tiles in L2."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.autotune(configs=_configs(GATE_UP_TILES), key=["M", "N", "K", "IEEE", "UPCAST"])
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.jit
+def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
+                    stride_xm, stride_xk, stride_wk, stride_wn, stride_hm, stride_hn,
+                    IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk
+    w_offs = offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn  # w_gate and w_up share a layout
+    wg_ptrs = wg_ptr + w_offs
+    wu_ptrs = wu_ptr + w_offs
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            x = tl.load(x_ptrs)
+            wg = tl.load(wg_ptrs)
+            wu = tl.load(wu_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            wg = tl.load(wg_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            wu = tl.load(wu_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            x = x.to(tl.float32)
+            wg = wg.to(tl.float32)
+            wu = wu.to(tl.float32)
+        if IEEE or UPCAST:
+            acc_g = tl.dot(x, wg, acc_g, input_precision="ieee")
+            acc_u = tl.dot(x, wu, acc_u, input_precision="ieee")
+        else:
+            acc_g = tl.dot(x, wg, acc_g)
+            acc_u = tl.dot(x, wu, acc_u)
+        x_ptrs += BLOCK_K * stride_xk
+        wg_ptrs += BLOCK_K * stride_wk
+        wu_ptrs += BLOCK_K * stride_wk
+    h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # silu(g) * u in fp32
+    offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_hn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_hm[:, None] < M) & (offs_hn[None, :] < N)
+    tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.autotune(configs=_configs(DOWN_TILES), key=["M", "N", "K", "IEEE", "UPCAST"])
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        if IEEE or UPCAST:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+def _grid(M, N):
+    return lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+
+
+def kernel_fn(x, w_gate, w_up, w_down):
+    hidden = x.shape[-1]
+    inter = w_gate.shape[0]
+    x2d = x.reshape(-1, hidden)
+    tokens = x2d.shape[0]
+    out = torch.empty((tokens, hidden), dtype=x.dtype, device=x.device)
+    if tokens == 0 or hidden == 0:
+        return out.reshape(x.shape)
+    if inter == 0:
+        return out.fill_(0).reshape(x.shape)
+    if w_gate.stride() != w_up.stride():
+        w_gate, w_up = w_gate.contiguous(), w_up.contiguous()
+    flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16)
+    h = torch.empty((tokens, inter), dtype=x.dtype, device=x.device)
+    # w.T is [hidden, inter] with strides (w.stride(1), w.stride(0)).
+    _gate_up_kernel[_grid(tokens, inter)](
+        x2d, w_gate, w_up, h, tokens, inter, hidden,
+        x2d.stride(0), x2d.stride(1), w_gate.stride(1), w_gate.stride(0), h.stride(0), h.stride(1), **flags)
+    _matmul_kernel[_grid(tokens, hidden)](
+        h, w_down, out, tokens, hidden, inter,
+        h.stride(0), h.stride(1), w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1), **flags)
+    return out.reshape(x.shape)
