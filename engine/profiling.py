@@ -281,17 +281,20 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
             r = scope(r)
         return None
 
-    # log_softmax then nll_loss in one scope is a cross-entropy written out by hand
-    ce_scopes = defaultdict(set)
+    # log_softmax then nll_loss on its output, in one scope, is a cross-entropy written out by hand:
+    # the nll_loss joins the log_softmax's call, and both make one row
+    ce_partner: dict[int, Any] = {}  # id(nll_loss top op) -> its log_softmax top op
+    ce_heads: set[int] = set()
+    last_log_softmax: dict[int, Any] = {}
     for e in tops:
-        ce_scopes[id(scope(e))].add(OpCall(e.name).short)
-    ce_scope_ids = {k for k, v in ce_scopes.items() if "log_softmax" in v and v & {"nll_loss", "nll_loss_nd"}}
-
-    def op_kind(top) -> str:
-        k = kind_of_op(top.name)
-        if OpCall(top.name).short in ("log_softmax", "_log_softmax") and id(scope(top)) in ce_scope_ids:
-            return "cross_entropy"
-        return k
+        short = OpCall(e.name).short
+        if short in ("log_softmax", "_log_softmax"):
+            last_log_softmax[id(scope(e))] = e
+        elif short in ("nll_loss", "nll_loss_nd", "nll_loss2d"):
+            head = last_log_softmax.pop(id(scope(e)), None)
+            if head is not None and (head.input_shapes or [None])[0] == (e.input_shapes or [None])[0]:
+                ce_partner[id(e)] = head
+                ce_heads.add(id(head))
 
     # 2. every event's self time, once, to a (kind, name) group and one call within it
     groups: dict[tuple[str, str], dict[int, _Call]] = defaultdict(dict)
@@ -311,8 +314,13 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
                 groups[key][cid] = _Call(arg_shapes=ranges.call_args.get(r.name, []))
             return key, cid
         top = top_op(evt) if not evt.name.startswith(RANGE_PREFIX) else None
+        if top is not None and id(top) in ce_partner:
+            top = ce_partner[id(top)]
         unit = top or evt
-        key = (op_kind(top) if top is not None else "other", unit.name)
+        if top is not None and id(top) in ce_heads:
+            key = ("cross_entropy", "log_softmax+nll_loss")
+        else:
+            key = (kind_of_op(top.name) if top is not None else "other", unit.name)
         cid = id(unit)
         if cid not in groups[key]:
             oc = _op_call(unit)

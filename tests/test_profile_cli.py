@@ -95,6 +95,18 @@ def test_a_failed_load_is_a_failed_session(tmp_path, capsys, monkeypatch):
     store.close()
 
 
+def test_model_prints_stay_off_stdout_with_json(tmp_path):
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text("import torch\nprint('hello from import')\n"
+                      "class Model(torch.nn.Module):\n    def forward(self, x):\n        print('hi')\n        return torch.softmax(x, -1)\n"
+                      "def get_inputs():\n    return [torch.randn(8, 16)]\ndef get_init_inputs():\n    return []\n")
+    p = _cli("profile", str(chatty), "--json", "--db", str(tmp_path / "s.db"), "--iters", "1", "--warmup", "0",
+             cache=tmp_path / "cache")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [r["kind"] for r in doc["rows"]] == ["softmax"] and "hello from import" in p.stderr
+
+
 def test_bad_flags_are_one_line(tmp_path, capsys):
     assert cli.main(["profile", "--iters", "0", "--db", str(tmp_path / "s.db")]) == 2
     assert "--iters must be at least 1" in capsys.readouterr().err

@@ -7,6 +7,7 @@ it can be listed with `autokernel sessions` and replayed like any other.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -101,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     status = "failed"
     err = Console(stderr=True)
     try:
-        with err.status("loading the model") as spinner:
+        # the model's own prints go to stderr: stdout carries only the table or the JSON document
+        with err.status("loading the model") as spinner, contextlib.redirect_stdout(sys.stderr):
             from ..model_loading import load_model
             from ..profiling import profile_model
 
