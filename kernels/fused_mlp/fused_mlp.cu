@@ -60,8 +60,9 @@ __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ a
 // staged through registers so the next tile's global loads overlap this tile's MMAs (two shared
 // buffers). VEC = 16-byte global loads (needs K, and N for NN, multiples of 8 and aligned bases);
 // otherwise element loads with bounds checks. Edges are zero-filled, so any M, N, K works.
+// Blocks are visited in groups of 8 block-rows so that neighbours reuse tiles from L2.
 // ---------------------------------------------------------------------------------------------
-constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256, kPad = 8;
+constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256, kPad = 8, kGroupM = 8;
 
 // Load rows x cols tile (row-major, leading dim ld) at (r0, c0) into registers, zero outside.
 template <typename T, int R, int C, bool VEC>
@@ -117,7 +118,14 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(const T* __restrict
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int warp_m = warp / 4, warp_n = warp % 4;  // 2 x 4 warps, 64 x 32 each
-  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  // Grouped block order: runs of kGroupM consecutive blocks share B tiles in L2.
+  const int grid_n = gridDim.x, grid_m = gridDim.y;
+  const int pid = blockIdx.y * grid_n + blockIdx.x;
+  const int in_group = kGroupM * grid_n;
+  const int first_m = (pid / in_group) * kGroupM;
+  const int group_m = min(grid_m - first_m, kGroupM);
+  const int m0 = (first_m + (pid % in_group) % group_m) * kBM;
+  const int n0 = ((pid % in_group) / group_m) * kBN;
 
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
 #pragma unroll
