@@ -175,3 +175,28 @@ def test_costs_and_shapes_from_recorded_ops():
     assert kernel_shape("softmax", [softmax]) == {"rows": 240, "cols": 100}
     views = OpCall("aten::transpose", [[4, 5], [], []], ["float", "Scalar", "Scalar"], [None, 0, 1])
     assert op_cost(views) == (0, 0)
+
+
+def test_each_operator_self_time_is_counted_exactly_once(tmp_path):
+    """The rows add up to the profiler's own total of operator self times: nothing twice, nothing lost."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from autokernel.engine.profiling import RANGE_PREFIX, ModuleRanges, attribute
+
+    path = tmp_path / "m.py"
+    path.write_text(textwrap.dedent(TINY_LLAMA_PIECE))
+    loaded = load_model(path, "cpu")
+    ranges = ModuleRanges(loaded.model)
+    try:
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            ranges.enabled = True
+            for _ in range(2):
+                loaded.model(*loaded.inputs)
+            ranges.enabled = False
+    finally:
+        ranges.close()
+    events = prof.events()
+    expected_ms = sum(e.self_cpu_time_total for e in events if not e.name.startswith(RANGE_PREFIX)) / 1e3 / 2
+    rows = attribute(events, ranges, "cpu", 2, 0.0, CEIL)
+    assert sum(r.self_ms for r in rows) == pytest.approx(expected_ms, rel=1e-9)
+    assert len({(r.kind, r.name) for r in rows}) == len(rows)
