@@ -200,6 +200,10 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
                     model(*inputs)
                 _sync(device)
                 ranges.enabled = False
+    except torch.cuda.OutOfMemoryError as e:
+        from .errors import UserError
+
+        raise UserError("profiling ran out of GPU memory: try --size small or --dtype bf16") from e
     finally:
         ranges.close()
     say("measuring device ceilings" if ceilings is None else "attributing")
