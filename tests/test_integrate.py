@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import torch
+
 from autokernel.engine.examples import example_path
 from autokernel.engine.integrate import integrate_session_kernels
 
@@ -36,3 +39,14 @@ def test_a_broken_model_file_is_a_failed_integration_not_a_crash(tmp_path):
     result = integrate_session_kernels(str(model), "cpu", [{"kind": "rmsnorm", "source": "x = 1\n"}], tmp_path / "w",
                                        timeout_s=60)
     assert not result.correct and "boom" in result.detail
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_llama_on_cuda_timed_against_eager_and_compile(tmp_path):
+    kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0002", "source": (DATA / "triton_rmsnorm.py").read_text(),
+                "dtype": "fp32"}]
+    result = integrate_session_kernels(str(example_path("llama")), "cuda", kernels, tmp_path / "work", size="small",
+                                       timeout_s=600)
+    assert result.correct, result.detail
+    assert result.meaningful and result.compile_ms and result.model_ms > 0 and result.eager_ms > 0
+    assert result.speedup_eager == pytest.approx(result.eager_ms / result.model_ms)
