@@ -70,10 +70,13 @@ def _build_one(name: str) -> tuple[str, float, str]:
 
 def build_all(names: list[str], jobs: int) -> dict[str, tuple[float, str]]:
     """Build the extensions in `jobs` spawned processes (each build is a separate ninja project)."""
-    if jobs <= 1:
-        return {n: r for n, *r in map(_build_one, names)}
+    if jobs <= 1 or len(names) <= 1:
+        return {n: (secs, err) for n, secs, err in map(_build_one, names)}
+    # By its importable name, so spawned children find it even when this file runs as __main__.
+    from autokernel.kernels.cuda_selfcheck import _build_one as build_one
+
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return {n: (secs, err) for n, secs, err in pool.map(_build_one, names)}
+        return {n: (secs, err) for n, secs, err in pool.map(build_one, names)}
 
 
 def check_shapes(spec: KernelSpec) -> list[dict]:

@@ -75,3 +75,13 @@ def test_compare_handles_nan_shape_and_dtype():
     assert not compare(torch.tensor([1.0, 2.0]), ref, 1e-6, 0)[0]
     assert "shape" in compare(torch.zeros(3), ref, 1e-6, 0)[2]
     assert "dtype" in compare(ref.half(), ref, 1e-6, 0)[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU build error")
+def test_parallel_builds_report_each_failure_by_name():
+    from autokernel.kernels.cuda_selfcheck import build_all
+
+    results = build_all(["softmax", "reduce"], jobs=2)
+    assert sorted(results) == ["reduce", "softmax"]
+    for seconds, error in results.values():
+        assert seconds >= 0 and "needs a CUDA GPU" in error
