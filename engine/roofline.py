@@ -38,6 +38,7 @@ class Ceilings:
     bandwidth_gbs: float
     matmul_tflops: dict[str, float]
     measured: bool = True  # measured on this machine (always, today; False only for hand-made test values)
+    launch_us: float = 0.0  # the least time any kernel takes (a one-element op): a floor under every floor
     device: str = "cpu"  # cpu | cuda
     torch_version: str = field(default_factory=lambda: torch.__version__)
     measured_at: float = field(default_factory=time.time)
@@ -75,10 +76,12 @@ def dtype_name(dtype: Any) -> str:
 
 def floor_ms(bytes_: float, flops: float, dtype: Any, ceilings: Ceilings) -> float:
     """Speed-of-light time in ms: the slower of moving `bytes_` at full bandwidth and doing
-    `flops` at the matmul rate for `dtype`."""
+    `flops` at the matmul rate for `dtype`, and never less than one kernel takes (work of any
+    size costs at least `launch_us`; no work at all costs nothing)."""
     memory_ms = bytes_ / (ceilings.bandwidth_gbs * 1e9) * 1e3
     compute_ms = flops / (ceilings.tflops(dtype) * 1e12) * 1e3
-    return max(memory_ms, compute_ms, 0.0)
+    launch_ms = ceilings.launch_us / 1e3 if (bytes_ > 0 or flops > 0) else 0.0
+    return max(memory_ms, compute_ms, launch_ms, 0.0)
 
 
 # -- the cache --------------------------------------------------------------------------------------
@@ -159,32 +162,39 @@ def _measure_cuda(name: str) -> Ceilings:
         ms = do_bench(lambda: torch.mm(a, b), warmup=25, rep=200, return_mode="median")
         rates[dname] = 2 * m**3 / (ms * 1e-3) / 1e12
         del a, b
+    one = torch.rand(1, device="cuda", generator=gen) + 1.0
+    launch_ms = do_bench(lambda: one.mul_(1.0), warmup=25, rep=100, return_mode="min")
     torch.cuda.empty_cache()
-    return Ceilings(name, bandwidth, rates, measured=True, device="cuda")
+    return Ceilings(name, bandwidth, rates, measured=True, launch_us=launch_ms * 1e3, device="cuda")
 
 
-def _median_seconds(fn: Callable[[], Any], repeats: int) -> float:
+def _best_seconds(fn: Callable[[], Any], repeats: int) -> float:
+    """The fastest of `repeats` runs: a ceiling is what the machine can do, and a shared CPU
+    only ever makes a run slower."""
     fn()  # warm-up: first-touch pages, library initialisation
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
 def _measure_cpu(name: str) -> Ceilings:
-    """A quick measurement (well under 2 s): 32 MiB copies and a 256..512-square matmul per dtype."""
+    """A quick measurement (well under 2 s): 32 MiB copies and a 256..512-square matmul per dtype,
+    best of a few runs each."""
     gen = torch.Generator().manual_seed(0)
     src = torch.rand(8 * 1024 * 1024, generator=gen)  # 32 MiB: past most last-level caches
     dst = torch.empty_like(src)
-    s = _median_seconds(lambda: dst.copy_(src), repeats=7)
+    s = _best_seconds(lambda: dst.copy_(src), repeats=7)
     bandwidth = 2 * src.numel() * src.element_size() / s / 1e9
     rates = {}
     for dname, td in _TORCH_DTYPES.items():
         m = 512 if td == torch.float32 else 256  # half types can be slow on CPUs without native support
         a = torch.randn(m, m, generator=gen).to(td)
         b = torch.randn(m, m, generator=gen).to(td)
-        s = _median_seconds(lambda: torch.mm(a, b), repeats=3)
+        s = _best_seconds(lambda: torch.mm(a, b), repeats=3)
         rates[dname] = 2 * m**3 / s / 1e12
-    return Ceilings(name, bandwidth, rates, measured=True, device="cpu")
+    one = torch.rand(1, generator=gen) + 1.0
+    launch_s = statistics.median(_best_seconds(lambda: one.mul_(1.0), repeats=20) for _ in range(5))
+    return Ceilings(name, bandwidth, rates, measured=True, launch_us=launch_s * 1e6, device="cpu")

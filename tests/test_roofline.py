@@ -28,6 +28,13 @@ def test_floor_is_the_slower_of_memory_and_compute():
     assert floor_ms(0, 1e12, torch.int64, c) == pytest.approx(20.0)
 
 
+def test_no_kernel_is_faster_than_a_launch():
+    c = Ceilings("test device", bandwidth_gbs=1000.0, matmul_tflops={"fp32": 50.0}, measured=False, launch_us=3.0)
+    assert floor_ms(1000, 10, "fp32", c) == pytest.approx(0.003)  # tiny work: one kernel's time
+    assert floor_ms(0, 0, "fp32", c) == 0.0  # a view: no kernel at all
+    assert floor_ms(1e9, 0, "fp32", c) == pytest.approx(1.0)
+
+
 def test_cpu_ceilings_are_measured_quickly_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path))
     # a fresh process, so the in-memory memo does not hide the measurement
@@ -39,6 +46,7 @@ def test_cpu_ceilings_are_measured_quickly_and_cached(tmp_path, monkeypatch):
     assert out["s"] < 2.0
     c = out["c"]
     assert c["bandwidth_gbs"] > 0.1 and all(c["matmul_tflops"][d] > 0 for d in ("fp32", "fp16", "bf16"))
+    assert 0 < c["launch_us"] < 1000
     cached = json.loads((tmp_path / "ceilings.json").read_text())
     (key,) = cached
     assert c["device_name"] in key and torch.__version__ in key
