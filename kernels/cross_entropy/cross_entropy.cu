@@ -115,6 +115,7 @@ __global__ void row_loss_kernel(const T* __restrict__ logits, const int64_t* __r
   const T* xr = logits + row * int64_t(vocab);
   const int nvec = vocab / VEC;
   float m = -CUDART_INF_F, s = 0.f;
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);

@@ -153,6 +153,7 @@ __global__ void layernorm_kernel(const T* __restrict__ x, const W* __restrict__ 
   }
 
   float s = 0.f;
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);
@@ -161,6 +162,7 @@ __global__ void layernorm_kernel(const T* __restrict__ x, const W* __restrict__ 
   }
   const float mean = row_sum<WARP_ROW>(s) * inv_n;
   float ss = 0.f;
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);
@@ -168,6 +170,7 @@ __global__ void layernorm_kernel(const T* __restrict__ x, const W* __restrict__ 
     for (int k = 0; k < VEC; ++k) ss += (v[k] - mean) * (v[k] - mean);
   }
   const float r = rsqrtf(row_sum<WARP_ROW>(ss) * inv_n + eps);
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC], wv[VEC], bv[VEC];
     load_vec<T, VEC>(xr, idx, v);

@@ -137,6 +137,7 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, const W* __restrict__ w,
   }
 
   float ss = 0.f;
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);
@@ -144,6 +145,7 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, const W* __restrict__ w,
     for (int k = 0; k < VEC; ++k) ss += v[k] * v[k];
   }
   const float r = rsqrtf(row_sum<WARP_ROW>(ss) / float(cols) + eps);
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC], wv[VEC];
     load_vec<T, VEC>(xr, idx, v);

@@ -170,6 +170,7 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 
   // Long row: online max and sum in one pass, then normalise in a second.
   float m = -CUDART_INF_F, s = 0.f;
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);
@@ -185,6 +186,7 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
   const float gm = row_max<WARP_ROW>(m);
   s = (m == -CUDART_INF_F) ? 0.f : s * exp_fast(m - gm);
   const float inv = 1.f / row_sum<WARP_ROW>(s);
+  #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
     load_vec<T, VEC>(xr, idx, v);
