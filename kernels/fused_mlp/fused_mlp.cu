@@ -106,7 +106,7 @@ struct TileStage {
 };
 
 template <typename T, typename OutT, bool B_NT, int EPI, bool VEC>
-__global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B,
+__global__ void __launch_bounds__(kThreads, VEC ? 2 : 1) wmma_gemm_kernel(const T* __restrict__ A, const T* __restrict__ B,
                                                              OutT* __restrict__ C, const float* __restrict__ aux,
                                                              int M, int N, int K) {
   using namespace nvcuda;
@@ -158,11 +158,9 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(const T* __restrict
     if (more) load_tiles(kt + 1);  // global loads in flight during the MMAs below
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a_frag[4];
+      // Both B fragments stay in registers; A fragments are loaded one at a time, which keeps the
+      // kernel under 128 registers (two blocks per SM).
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout> b_frag[2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        wmma::load_matrix_sync(a_frag[i], As[cur] + (warp_m * 64 + i * 16) * kLdA + kk, kLdA);
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int n = warp_n * 32 + j * 16;
@@ -170,9 +168,12 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(const T* __restrict
         else wmma::load_matrix_sync(b_frag[j], Bs[cur] + kk * kLdB + n, kLdB);
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 4; ++i) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a_frag;
+        wmma::load_matrix_sync(a_frag, As[cur] + (warp_m * 64 + i * 16) * kLdA + kk, kLdA);
 #pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], a_frag, b_frag[j], acc[i][j]);
+      }
     }
     if (more) {
       a_stage.store(As[cur ^ 1], kLdA);
