@@ -70,7 +70,7 @@ SPEC = KernelSpec(
         {"rows": 2, "cols": 65537},
     ),
     bench_shapes=(
-        {"rows": 4096, "cols": 4096},
+        {"rows": 8192, "cols": 4096},
         {"rows": 8192, "cols": 8192},
         {"rows": 65536, "cols": 1024},
         {"rows": 1024, "cols": 65536},
