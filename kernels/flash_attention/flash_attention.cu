@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kThreads) flash_wmma_kernel(const T* __restric
   load_tile<T, D>(Qs, q + base, m0, S, vec);
   for (int i = threadIdx.x; i < 4 * 16 * kLdO; i += kThreads) Os[i] = 0.f;
 
-  // In the softmax step, lanes 2r and 2r+1 own row r of this warp's 16 rows, 32 score columns each.
+  // In the softmax step, lanes 2r and 2r+1 own row r of this warp's 16 rows: the even and the odd
+  // columns (interleaved, so the pair's shared-memory accesses fall in different banks).
   const int r = lane >> 1, half = lane & 1;
   const int q_idx = m0 + warp * 16 + r;
   float* Sw = Ss + warp * 16 * kLdS;
@@ -146,31 +147,37 @@ __global__ void __launch_bounds__(kThreads) flash_wmma_kernel(const T* __restric
     for (int j = 0; j < 4; ++j) wmma::store_matrix_sync(Sw + j * 16, sacc[j], kLdS, wmma::mem_row_major);
     __syncwarp();
 
-    // Online softmax on this lane's half row.
-    const float* srow = Sw + r * kLdS + half * 32;
-    const int key0 = n0 + half * 32;
+    // Online softmax on this lane's half row (columns 2c + half).
+    const float* srow = Sw + r * kLdS;
     const int key_limit = causal ? min(S, q_idx + 1) : S;
-    const int nvalid = max(0, min(32, key_limit - key0));
+    const int nvalid = max(0, min(kBN, key_limit - n0));  // columns [0, nvalid) are real keys for row r
     float tile_max = -CUDART_INF_F;
-    for (int c = 0; c < nvalid; ++c) tile_max = fmaxf(tile_max, srow[c]);
+#pragma unroll 8
+    for (int c = 0; c < kBN / 2; ++c) {
+      const int col = 2 * c + half;
+      if (col < nvalid) tile_max = fmaxf(tile_max, srow[col]);
+    }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     const float m_new = fmaxf(m_run, tile_max * scale_log2);
     const float m_use = m_new == -CUDART_INF_F ? 0.f : m_new;
     const float alpha = exp2f(m_run - m_use);
     float psum = 0.f;
-    T* prow = Pw + r * kLdP + half * 32;
+    T* prow = Pw + r * kLdP;
 #pragma unroll 8
-    for (int c = 0; c < 32; ++c) {
-      const float p = c < nvalid ? exp2f(srow[c] * scale_log2 - m_use) : 0.f;
+    for (int c = 0; c < kBN / 2; ++c) {
+      const int col = 2 * c + half;
+      const float p = col < nvalid ? exp2f(srow[col] * scale_log2 - m_use) : 0.f;
       psum += p;
-      prow[c] = from_float<T>(p);
+      prow[col] = from_float<T>(p);
     }
     psum += __shfl_xor_sync(0xffffffffu, psum, 1);
     l_run = l_run * alpha + psum;
     m_run = m_new;
-    float* orow = Ow + r * kLdO + half * (D / 2);
+    float* orow = Ow + r * kLdO;
+    if (!__all_sync(0xffffffffu, alpha == 1.f)) {  // no row's max moved: nothing to rescale
 #pragma unroll 8
-    for (int d = 0; d < D / 2; ++d) orow[d] *= alpha;
+      for (int d = 0; d < D / 2; ++d) orow[2 * d + half] *= alpha;
+    }
     __syncwarp();
 
     // O += P V for this warp's rows.
@@ -193,8 +200,8 @@ __global__ void __launch_bounds__(kThreads) flash_wmma_kernel(const T* __restric
 
   // Normalise this lane's half row, then the warp writes its 16 rows with coalesced stores.
   const float inv = l_run > 0.f ? 1.f / l_run : 0.f;
-  float* orow = Ow + r * kLdO + half * (D / 2);
-  for (int d = 0; d < D / 2; ++d) orow[d] *= inv;
+  float* orow = Ow + r * kLdO;
+  for (int d = 0; d < D / 2; ++d) orow[2 * d + half] *= inv;
   __syncwarp();
   T* ob = o + base;
   for (int i = lane; i < 16 * D; i += 32) {
