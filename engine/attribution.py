@@ -181,14 +181,31 @@ def kind_by_pattern(op_names: Iterable[str]) -> str | None:
     return None
 
 
-def classify_module(module: nn.Module, subtree_op_names: Sequence[str]) -> str | None:
-    """A module's kernel type: by class (nn.LayerNorm, nn.RMSNorm, ..., or a telling class name,
-    as long as the ops agree) or by the pattern of operators its subtree runs; None if neither."""
+def _hinted_kind(name: str) -> str | None:
+    low = name.lower().replace("_", "")
+    for hint, kind in _NAME_HINTS:
+        if hint in low:
+            return kind
+    return None
+
+
+def _classify(by_name: str | None, subtree_op_names: Sequence[str]) -> str | None:
+    """A name's hint, as long as the operators agree; else the operators' pattern."""
     ops = _pattern_ops(subtree_op_names)
     if not ops:
         return None
     by_pattern = kind_by_pattern(subtree_op_names)
-    by_class = None
+    if by_name == "fused_mlp":
+        return "fused_mlp" if by_pattern == "fused_mlp" else None  # a plain GELU MLP is just matmuls
+    if by_name is not None:
+        heavy = any(o in MATMUL_OPS or o.startswith(SDPA_PREFIXES) or o in CONV_OPS for o in ops)
+        return None if heavy else by_name  # a "norm" that runs matmuls is something else
+    return by_pattern
+
+
+def classify_module(module: nn.Module, subtree_op_names: Sequence[str]) -> str | None:
+    """A module's kernel type: by class (nn.LayerNorm, nn.RMSNorm, ..., or a telling class name,
+    as long as the ops agree) or by the pattern of operators its subtree runs; None if neither."""
     if isinstance(module, nn.LayerNorm):
         by_class = "layernorm"
     elif hasattr(nn, "RMSNorm") and isinstance(module, nn.RMSNorm):
@@ -198,17 +215,14 @@ def classify_module(module: nn.Module, subtree_op_names: Sequence[str]) -> str |
     elif isinstance(module, nn.CrossEntropyLoss):
         by_class = "cross_entropy"
     else:
-        low = type(module).__name__.lower().replace("_", "")
-        for hint, kind in _NAME_HINTS:
-            if hint in low:
-                by_class = kind
-                break
-    if by_class == "fused_mlp":
-        return "fused_mlp" if by_pattern == "fused_mlp" else None  # a plain GELU MLP is just matmuls
-    if by_class is not None:
-        heavy = any(o in MATMUL_OPS or o.startswith(SDPA_PREFIXES) or o in CONV_OPS for o in ops)
-        return None if heavy else by_class  # a "norm" that runs matmuls is something else
-    return by_pattern
+        by_class = _hinted_kind(type(module).__name__)
+    return _classify(by_class, subtree_op_names)
+
+
+def classify_function(func_name: str, subtree_op_names: Sequence[str]) -> str | None:
+    """The kernel type of one call of a plain Python function in the model's code (say
+    `apply_rotary_pos_emb`), by its name if the ops agree, else by the ops' pattern."""
+    return _classify(_hinted_kind(func_name), subtree_op_names)
 
 
 # -- bytes and FLOPs of an operator -----------------------------------------------------------------

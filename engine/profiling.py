@@ -11,6 +11,7 @@ operator's self time is counted exactly once.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -23,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from . import amdahl
 from .attribution import (
-    TORCH_DTYPES, OpCall, classify_module, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
+    TORCH_DTYPES, OpCall, classify_function, classify_module, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
 )
 from .devices import device_name as _device_name
 from .model_loading import LoadedModel
@@ -170,8 +171,12 @@ def _is_op(evt: Any) -> bool:
 
 def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
                   on_progress: Callable[[str], None] | None = None,
-                  ceilings: Ceilings | None = None) -> ProfileResult:
-    """Profile `iters` forwards (after `warmup`) and return Amdahl-ranked rows, per forward."""
+                  ceilings: Ceilings | None = None, with_stack: bool = True) -> ProfileResult:
+    """Profile `iters` forwards (after `warmup`) and return Amdahl-ranked rows, per forward.
+
+    `with_stack` records Python calls too, so a kernel written as a plain function (HF's
+    `apply_rotary_pos_emb`) is found like one written as a module; it slows the CPU side of the
+    profiled forwards only (device times, and the wall time measured before, are unaffected)."""
     if iters < 1:
         raise ValueError("iters must be at least 1")
     device, model, inputs = loaded.device, loaded.model, loaded.inputs
@@ -194,7 +199,7 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
             wall_ms = statistics.median(times)
             say(f"profiling {iters} forwards")
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-            with profile(activities=activities, record_shapes=True) as prof:
+            with profile(activities=activities, record_shapes=True, with_stack=with_stack) as prof:
                 ranges.enabled = True
                 for _ in range(iters):
                     model(*inputs)
@@ -228,62 +233,124 @@ class _Call:
     arg_shapes: list = field(default_factory=list)
 
 
+def _is_range(evt: Any) -> bool:
+    return evt.name.startswith(RANGE_PREFIX)
+
+
+_PY_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>[\w.<>]+)$")
+_NOT_USER_FUNCS = frozenset({"forward", "_call_impl", "_wrapped_call_impl", "inner", "<module>", "<lambda>",
+                             "decorate_context", "__call__"})
+
+
+def _is_python(evt: Any) -> bool:
+    """An event of the Python tracer (a function call), not an operator or a range."""
+    if getattr(evt, "is_python_function", False):
+        return True
+    name = evt.name
+    return name.startswith(("<built-in", "nn.Module: ")) or _PY_FRAME.match(name) is not None
+
+
+def _user_function(evt: Any) -> str | None:
+    """The name of a plain function of the model's own code that a Python-tracer event stands
+    for (module forwards are ranges already; torch's and our own functions do not count)."""
+    m = _PY_FRAME.match(evt.name)
+    if m is None:
+        return None
+    path, func = m["file"].replace("\\", "/"), m["func"]
+    if func in _NOT_USER_FUNCS or path.startswith(("torch/", "triton/", "<")) or "/torch/" in path \
+            or "/triton/" in path or path.endswith(("autokernel/engine/profiling.py", "engine/profiling.py")):
+        return None
+    return func
+
+
 def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_ms: float,
               ceil: Ceilings) -> list[ProfileRow]:
-    """Group the profiler's events into rows (unranked; share and max_speedup filled later)."""
+    """Group the profiler's events into rows (unranked; share and max_speedup filled later).
+
+    Scopes that can claim work: module ranges (classified per module, by its first call) and, when
+    the profile has Python stacks, calls of plain functions in the model's code (classified per
+    call). The innermost scope that is a kernel type claims an event; otherwise the outermost
+    operator above it names its row.
+    """
     cpu_events = [e for e in events if getattr(e, "device_type", DeviceType.CPU) == DeviceType.CPU]
     scope_memo: dict[int, Any] = {}
     top_memo: dict[int, Any] = {}
 
     def scope(evt):
-        """The innermost module range strictly above `evt` (None at the top)."""
-        key = id(evt)
-        if key not in scope_memo:
-            p = evt.cpu_parent
-            if p is None:
-                scope_memo[key] = None
-            elif p.name.startswith(RANGE_PREFIX):
-                scope_memo[key] = p
-            else:
-                scope_memo[key] = scope(p)
-        return scope_memo[key]
+        """The innermost module range strictly above `evt` (None at the top). Iterative: Python
+        stacks make the event tree deep."""
+        chain, a = [], evt
+        while True:
+            if id(a) in scope_memo:
+                found = scope_memo[id(a)]
+                break
+            chain.append(a)
+            p = a.cpu_parent
+            if p is None or _is_range(p):
+                found = p
+                break
+            a = p
+        for x in chain:
+            scope_memo[id(x)] = found
+        return found
 
     def top_op(evt):
         """The outermost operator above or at `evt`, below its module range: what the user called."""
-        key = id(evt)
-        if key not in top_memo:
-            p = evt.cpu_parent
-            above = top_op(p) if p is not None and not p.name.startswith(RANGE_PREFIX) else None
-            top_memo[key] = above or (evt if _is_op(evt) else None)
-        return top_memo[key]
+        chain, a = [], evt
+        while a is not None and not _is_range(a) and id(a) not in top_memo:
+            chain.append(a)
+            a = a.cpu_parent
+        above = top_memo[id(a)] if a is not None and not _is_range(a) else None
+        for x in reversed(chain):
+            if above is None and _is_op(x):
+                above = x
+            top_memo[id(x)] = above
+        return None if _is_range(evt) else top_memo[id(evt)]
 
-    # 1. what each module call runs (the outermost ops anywhere inside it); a module is classified
-    #    by its first call (every call of a module runs the same code)
+    # 1. what each module call and each user-function call runs (the outermost ops inside it)
     tops = [e for e in cpu_events if _is_op(e) and top_op(e) is e]
     ops_in_call: dict[int, list[str]] = defaultdict(list)
+    ops_in_func: dict[int, list[str]] = defaultdict(list)
+    func_events: dict[int, Any] = {}
     for e in tops:
-        r = scope(e)
-        while r is not None:
-            ops_in_call[id(r)].append(e.name)
-            r = scope(r)
+        a = e.cpu_parent
+        while a is not None:
+            if _is_range(a):
+                ops_in_call[id(a)].append(e.name)
+            elif _user_function(a):
+                ops_in_func[id(a)].append(e.name)
+                func_events[id(a)] = a
+            a = a.cpu_parent
     first_call: dict[int, Any] = {}
     for e in cpu_events:
-        if e.name.startswith(RANGE_PREFIX):
+        if _is_range(e):
             first_call.setdefault(ranges.module_index(e.name), e)
     kinds: dict[int, str | None] = {}
     for idx, (path, module) in enumerate(ranges.modules):
         r = first_call.get(idx)
         names = ops_in_call.get(id(r), []) if r is not None else []
         kinds[idx] = classify_module(module, names) if names else None
+    func_kinds = {fid: classify_function(_user_function(func_events[fid]), names)
+                  for fid, names in ops_in_func.items()}
 
-    def claiming_range(evt):
-        """The innermost range around `evt` (or `evt` itself if a range) of a classified module."""
-        r = evt if evt.name.startswith(RANGE_PREFIX) else scope(evt)
-        while r is not None:
-            if kinds.get(ranges.module_index(r.name)):
-                return r
-            r = scope(r)
-        return None
+    def own_claim(evt):
+        if _is_range(evt):
+            return evt if kinds.get(ranges.module_index(evt.name)) else None
+        return evt if func_kinds.get(id(evt)) else None
+
+    claim_memo: dict[int, Any] = {}
+
+    def claimer(evt):
+        """The innermost classified scope around `evt` (or `evt` itself), None if there is none."""
+        chain, a = [], evt
+        while a is not None and id(a) not in claim_memo:
+            chain.append(a)
+            a = a.cpu_parent
+        found = claim_memo[id(a)] if a is not None else None
+        for x in reversed(chain):  # outermost first: an inner claim overrides an outer one
+            found = own_claim(x) or found
+            claim_memo[id(x)] = found
+        return claim_memo[id(evt)]
 
     # log_softmax then nll_loss on its output, in one scope, is a cross-entropy written out by hand:
     # the nll_loss joins the log_softmax's call, and both make one row
@@ -303,21 +370,24 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
     # 2. every event's self time, once, to a (kind, name) group and one call within it
     groups: dict[tuple[str, str], dict[int, _Call]] = defaultdict(dict)
     group_modules: dict[tuple[str, str], set[str]] = defaultdict(set)
-    call_of: dict[int, tuple[tuple[str, str], int]] = {}
 
     def call_for(evt):
         """(group key, call id) for the unit of work `evt` belongs to, creating the call."""
-        r = claiming_range(evt)
-        if r is not None:
-            idx = ranges.module_index(r.name)
+        c = claimer(evt)
+        if c is not None and _is_range(c):
+            idx = ranges.module_index(c.name)
             path, module = ranges.modules[idx]
             key = (kinds[idx], type(module).__name__)
             group_modules[key].add(path or type(module).__name__)
-            cid = id(r)
-            if cid not in groups[key]:
-                groups[key][cid] = _Call(arg_shapes=ranges.call_args.get(r.name, []))
-            return key, cid
-        top = top_op(evt) if not evt.name.startswith(RANGE_PREFIX) else None
+            if id(c) not in groups[key]:
+                groups[key][id(c)] = _Call(arg_shapes=ranges.call_args.get(c.name, []))
+            return key, id(c)
+        if c is not None:
+            key = (func_kinds[id(c)], f"{_user_function(c)}()")
+            if id(c) not in groups[key]:
+                groups[key][id(c)] = _Call()
+            return key, id(c)
+        top = top_op(evt)
         if top is not None and id(top) in ce_partner:
             top = ce_partner[id(top)]
         unit = top or evt
@@ -332,17 +402,19 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
                                      arg_shapes=[shape_text(s) for s, _ in oc.tensor_args()])
         return key, cid
 
-    for e in tops:  # module calls collect the outermost ops they ran, for shapes and bytes
-        r = claiming_range(e)
-        if r is not None:
+    for e in tops:  # claimed calls collect the outermost ops they ran, for shapes and bytes
+        if claimer(e) is not None:
             key, cid = call_for(e)
-            groups[key][cid].ops.append(_op_call(e))
+            call = groups[key][cid]
+            call.ops.append(_op_call(e))
+            if not call.arg_shapes:  # a function call: show what its first operator read
+                call.arg_shapes = [shape_text(s) for s, _ in call.ops[0].tensor_args()]
     for e in cpu_events:
         us = _self_us(e, device)
         if us <= 0:
             continue
-        if e.name.startswith(RANGE_PREFIX) and device != "cuda":
-            continue  # a range's own CPU time is Python and profiler overhead, not a kernel
+        if device != "cuda" and (_is_range(e) or _is_python(e)):
+            continue  # a range's or a Python function's own CPU time is interpreter and profiler overhead
         key, cid = call_for(e)
         groups[key][cid].time_us += us
 

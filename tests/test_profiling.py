@@ -68,6 +68,47 @@ def get_init_inputs():
 """
 
 
+# kernels written as plain functions, as Hugging Face writes rotary embeddings
+FUNCTIONS = """import torch
+from torch import nn
+import torch.nn.functional as F
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+def apply_rotary_pos_emb(q, k, cos, sin):
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+def rms(x, w, eps=1e-6):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+class Attn(nn.Module):
+    def __init__(s):
+        super().__init__(); s.qkv = nn.Linear(64, 192, bias=False); s.o = nn.Linear(64, 64, bias=False)
+        s.w = nn.Parameter(torch.ones(64))
+        s.register_buffer("cos", torch.randn(16, 16)); s.register_buffer("sin", torch.randn(16, 16))
+    def forward(s, x):
+        x = rms(x, s.w)
+        b, t, _ = x.shape
+        q, k, v = s.qkv(x).view(b, t, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        q, k = apply_rotary_pos_emb(q, k, s.cos, s.sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return s.o(y.transpose(1, 2).reshape(b, t, 64))
+
+class Model(nn.Module):
+    def __init__(s):
+        super().__init__(); s.layers = nn.ModuleList([Attn(), Attn()])
+    def forward(s, x):
+        for l in s.layers: x = l(x)
+        return x
+
+def get_inputs(): return [torch.randn(2, 16, 64)]
+def get_init_inputs(): return []
+"""
+
+
 @pytest.fixture(autouse=True)
 def _size_env(monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_MODEL_SIZE", "small")
@@ -108,6 +149,18 @@ def test_rmsnorm_with_an_unhelpful_name_over_dim_1(tmp_path):
     assert row.name == "Model" and row.modules == ["Model"]
     assert row.target_shape == {"rows": 4 * 8 * 6, "cols": 16}  # normalized over dim 1, not the last
     assert row.share > 0
+
+
+def test_kernels_written_as_plain_functions(tmp_path):
+    result = _profile(tmp_path, FUNCTIONS)
+    by_name = {r.name: r for r in result.rows}
+    rope = by_name["apply_rotary_pos_emb()"]
+    assert rope.kind == "rotary_embedding" and rope.calls == 2
+    assert rope.target_shape == {"batch": 2, "heads": 4, "seq": 16, "head_dim": 16}
+    assert by_name["rms()"].kind == "rmsnorm" and by_name["rms()"].target_shape == {"rows": 32, "cols": 64}
+    for op in ("aten::neg", "aten::cat", "aten::rsqrt", "aten::pow", "aten::mean"):
+        assert op not in by_name, f"{op} leaked out of its function"
+    assert by_name["aten::linear"].kind == "matmul" and by_name["aten::scaled_dot_product_attention"].calls == 2
 
 
 def test_llama_example_profiles_in_seconds_with_every_kind():
@@ -177,18 +230,20 @@ def test_costs_and_shapes_from_recorded_ops():
     assert op_cost(views) == (0, 0)
 
 
-def test_each_operator_self_time_is_counted_exactly_once(tmp_path):
+@pytest.mark.parametrize("with_stack", [False, True])
+@pytest.mark.parametrize("source", ["modules", "functions"])
+def test_each_operator_self_time_is_counted_exactly_once(tmp_path, with_stack, source):
     """The rows add up to the profiler's own total of operator self times: nothing twice, nothing lost."""
     from torch.profiler import ProfilerActivity, profile
 
-    from autokernel.engine.profiling import RANGE_PREFIX, ModuleRanges, attribute
+    from autokernel.engine.profiling import RANGE_PREFIX, ModuleRanges, _is_python, attribute
 
     path = tmp_path / "m.py"
-    path.write_text(textwrap.dedent(TINY_LLAMA_PIECE))
+    path.write_text(textwrap.dedent(TINY_LLAMA_PIECE if source == "modules" else FUNCTIONS))
     loaded = load_model(path, "cpu")
     ranges = ModuleRanges(loaded.model)
     try:
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=with_stack) as prof:
             ranges.enabled = True
             for _ in range(2):
                 loaded.model(*loaded.inputs)
@@ -196,7 +251,9 @@ def test_each_operator_self_time_is_counted_exactly_once(tmp_path):
     finally:
         ranges.close()
     events = prof.events()
-    expected_ms = sum(e.self_cpu_time_total for e in events if not e.name.startswith(RANGE_PREFIX)) / 1e3 / 2
+    expected_ms = sum(e.self_cpu_time_total for e in events
+                      if not e.name.startswith(RANGE_PREFIX) and not _is_python(e)) / 1e3 / 2
+    assert expected_ms > 0
     rows = attribute(events, ranges, "cpu", 2, 0.0, CEIL)
     assert sum(r.self_ms for r in rows) == pytest.approx(expected_ms, rel=1e-9)
     assert len({(r.kind, r.name) for r in rows}) == len(rows)
