@@ -44,7 +44,8 @@ def parse_duration(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL.py", default=None,
                    help="a KernelBench-style model file (default: the bundled Llama example)")
-    p.add_argument("--headless", action="store_true", help="no screen: print one line per experiment")
+    p.add_argument("--headless", action="store_true",
+                   help="no screen: print one line per experiment (without it the TUI shows the session)")
     p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
                    help="the offline playbook agent (default) or any litellm model string")
     add_device_flag(p)
@@ -149,11 +150,27 @@ def _prompt_loop(session, thread: threading.Thread, out: TextIO) -> None:
         thread.join(0.2)
 
 
+def _run_in_tui(args: argparse.Namespace) -> int:
+    """Without --headless the same session runs under the screen (`autokernel-tui` with these flags)."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UserError("the screen needs a terminal; add --headless to run without one")
+    argv = [args.model] if args.model else []
+    for flag, value in (("--agent", args.agent), ("--device", args.device), ("--budget", args.budget),
+                        ("--max-experiments", args.max_experiments), ("--max-cost", args.max_cost),
+                        ("--approval", args.approval), ("--size", args.size), ("--db", args.db),
+                        ("--resume", args.resume)):
+        if value is not None:
+            argv += [flag, str(value)]
+    from autokernel.tui.app import main as tui_main
+
+    return tui_main(argv)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..session import OptimizeSession, SessionConfig
 
     if not args.headless:
-        raise UserError("the interactive screen is `autokernel-tui`; add --headless to run without one")
+        return _run_in_tui(args)
     if args.approval == "ask" and not sys.stdin.isatty():
         raise UserError("--approval ask needs a terminal to answer on (stdin is not a tty); use --approval auto")
     if args.max_experiments is not None and args.max_experiments <= 0:
