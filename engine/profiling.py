@@ -333,24 +333,27 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
     func_kinds = {fid: classify_function(_user_function(func_events[fid]), names)
                   for fid, names in ops_in_func.items()}
 
-    def own_claim(evt):
-        if _is_range(evt):
-            return evt if kinds.get(ranges.module_index(evt.name)) else None
-        return evt if func_kinds.get(id(evt)) else None
-
-    claim_memo: dict[int, Any] = {}
+    claim_memo: dict[int, tuple[Any, Any]] = {}
 
     def claimer(evt):
-        """The innermost classified scope around `evt` (or `evt` itself), None if there is none."""
+        """The scope that claims `evt`: the innermost classified module call around it (or `evt`
+        itself), else the innermost classified function call; None if there is neither. A module
+        wins over a function inside it (Meta's RMSNorm.forward calls self._norm): the module is
+        the unit the integration swaps."""
         chain, a = [], evt
         while a is not None and id(a) not in claim_memo:
             chain.append(a)
             a = a.cpu_parent
-        found = claim_memo[id(a)] if a is not None else None
+        module_claim, func_claim = claim_memo[id(a)] if a is not None else (None, None)
         for x in reversed(chain):  # outermost first: an inner claim overrides an outer one
-            found = own_claim(x) or found
-            claim_memo[id(x)] = found
-        return claim_memo[id(evt)]
+            if _is_range(x):
+                if kinds.get(ranges.module_index(x.name)):
+                    module_claim = x
+            elif func_kinds.get(id(x)):
+                func_claim = x
+            claim_memo[id(x)] = (module_claim, func_claim)
+        module_claim, func_claim = claim_memo[id(evt)]
+        return module_claim or func_claim
 
     # log_softmax then nll_loss on its output, in one scope, is a cross-entropy written out by hand:
     # the nll_loss joins the log_softmax's call, and both make one row

@@ -257,3 +257,37 @@ def test_each_operator_self_time_is_counted_exactly_once(tmp_path, with_stack, s
     rows = attribute(events, ranges, "cpu", 2, 0.0, CEIL)
     assert sum(r.self_ms for r in rows) == pytest.approx(expected_ms, rel=1e-9)
     assert len({(r.kind, r.name) for r in rows}) == len(rows)
+
+
+def test_a_norm_module_that_calls_a_norm_function_is_one_row(tmp_path):
+    """Meta's Llama code: RMSNorm.forward calls self._norm(x.float()).type_as(x) * self.weight."""
+    result = _profile(tmp_path, """
+        import torch
+        from torch import nn
+
+        class RMSNorm(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(dim))
+
+            def _norm(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+            def forward(self, x):
+                return self._norm(x.float()).type_as(x) * self.weight
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = RMSNorm(32)
+                self.lin = nn.Linear(32, 32)
+
+            def forward(self, x):
+                return self.lin(self.norm(x))
+
+        def get_inputs():
+            return [torch.randn(8, 32)]
+        """)
+    rms_rows = [r for r in result.rows if r.kind == "rmsnorm"]
+    assert [r.name for r in rms_rows] == ["RMSNorm"] and rms_rows[0].calls == 1
+    assert {r.name for r in result.rows} <= {"RMSNorm", "aten::linear"}
