@@ -396,8 +396,11 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
         unit = top or evt
         if top is not None and id(top) in ce_heads:
             key = ("cross_entropy", "log_softmax+nll_loss")
-        else:
-            key = (kind_of_op(top.name) if top is not None else "other", unit.name)
+        elif top is not None:
+            key = (kind_of_op(top.name), unit.name)
+        else:  # a kernel launched from Python (Triton), outside any operator: name it by the kernel
+            kernels = getattr(evt, "kernels", None) or []
+            key = ("other", kernels[0].name if kernels else evt.name)
         cid = id(unit)
         if cid not in groups[key]:
             oc = _op_call(unit)
