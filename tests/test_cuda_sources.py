@@ -157,3 +157,24 @@ def test_source_path_falls_back_to_the_library_copy(tmp_path):
     assert source_path(str(moved), "softmax.cu") == KERNELS_DIR / "softmax" / "softmax.cu"
     with pytest.raises(FileNotFoundError):
         source_path(str(moved), "nonexistent.cu")
+
+
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_source_follows_the_house_contract(name):
+    """Launch on torch's current stream, check the launch, bind through TORCH_EXTENSION_NAME."""
+    path = KERNELS_DIR / name / f"{name}.cu"
+    assert path.is_file(), f"{path} is missing"
+    text = path.read_text()
+    assert "c10::cuda::getCurrentCUDAStream()" in text, "kernels must run on the caller's current stream"
+    assert "cudaGetLastError()" in text
+    assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME" in text
+    assert "#ifndef AUTOKERNEL_NO_TORCH" in text and "#ifndef AUTOKERNEL_BINDINGS_ONLY" in text
+    assert "--use_fast_math" not in text
+    # The stream is passed to every launch: a bare <<<grid, block>>> would run on the legacy default stream.
+    for launch in re.findall(r"<<<([^>]*)>>>", text):
+        assert launch.count(",") == 3, f"launch without an explicit stream: <<<{launch}>>>"
+
+
+def test_cross_entropy_mean_uses_no_atomics():
+    text = (KERNELS_DIR / "cross_entropy" / "cross_entropy.cu").read_text()
+    assert not re.search(r"\batomic\w*\s*\(", text), "the mean must be a fixed-order reduction"
