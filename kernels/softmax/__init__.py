@@ -1,0 +1,88 @@
+"""Softmax over the last dim, computed in fp32 and returned in x's dtype.
+
+Memory-bound: the floor is one read of x and one write of the output.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..spec import KernelSpec, random_tensor, starters_beside
+
+
+def reference(x: torch.Tensor) -> torch.Tensor:
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.softmax(x.to(work), dim=-1).to(x.dtype)
+
+
+def make_inputs(shape, dtype, device, gen, mode="normal"):
+    return (random_tensor((int(shape["rows"]), int(shape["cols"])), dtype, device, gen, mode),)
+
+
+def bytes_moved(shape, dtype) -> int:
+    return 2 * int(shape["rows"]) * int(shape["cols"]) * torch.empty((), dtype=dtype).element_size()
+
+
+def flops(shape, dtype) -> int:
+    # max, subtract, exp, sum, divide: about 5 per element.
+    return 5 * int(shape["rows"]) * int(shape["cols"])
+
+
+def shape_from_args(x, *rest, **kwargs):
+    cols = int(x.shape[-1])
+    return {"rows": int(x.numel() // max(cols, 1)), "cols": cols}
+
+
+SPEC = KernelSpec(
+    name="softmax",
+    signature="kernel_fn(x)",
+    summary="softmax over the last dim of x [rows, cols], fp32 math, output in x's dtype",
+    reference=reference,
+    make_inputs=make_inputs,
+    bytes_moved=bytes_moved,
+    flops=flops,
+    metric="GB/s",
+    smoke_shape={"rows": 8, "cols": 1024},
+    sweep_shapes=(
+        {"rows": 4, "cols": 64},
+        {"rows": 37, "cols": 1000},
+        {"rows": 64, "cols": 100},
+        {"rows": 16, "cols": 5000},
+        {"rows": 4, "cols": 32000},
+        {"rows": 4096, "cols": 4096},
+        {"rows": 8192, "cols": 8192},
+        {"rows": 1024, "cols": 32000},
+        {"rows": 4096, "cols": 50257},
+    ),
+    edge_shapes=(
+        {"rows": 1, "cols": 1},
+        {"rows": 1, "cols": 7},
+        {"rows": 3, "cols": 5},
+        {"rows": 129, "cols": 3},
+        {"rows": 2, "cols": 16385},
+    ),
+    bench_shapes=(
+        {"rows": 4096, "cols": 4096},
+        {"rows": 8192, "cols": 8192},
+        {"rows": 16384, "cols": 4096},
+        {"rows": 4096, "cols": 32000},
+        {"rows": 1024, "cols": 131072},
+    ),
+    # Outputs lie in [0, 1]; the halves are bound by the output's own rounding.
+    tolerances={
+        torch.float32: (1e-6, 1e-5),
+        torch.float16: (1e-4, 2e-3),
+        torch.bfloat16: (1e-3, 1.6e-2),
+    },
+    shape_from_args=shape_from_args,
+    data_args=(0,),
+    forbidden_ops=frozenset({"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+                             "aten::exp", "aten::special_softmax"}),
+    starters=starters_beside(__file__),
+    notes=(
+        "Rows are independent: one row per program when it fits in registers (one read, one write), "
+        "else an online (single-pass max and rescaled sum) loop then a normalising pass. Subtract the "
+        "row max before exp (large inputs overflow otherwise); exp2 with log2(e) folded into the "
+        "scale is cheaper than exp. All math in fp32, output in x's dtype."
+    ),
+)
