@@ -13,6 +13,7 @@ GPU build uses.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -26,7 +27,8 @@ BASE_NVCC_FLAGS = ("-O3", "-lineinfo")
 BASE_CXX_FLAGS = ("-O3",)
 
 _KERNELS_DIR = Path(__file__).resolve().parent
-_built: dict[str, ModuleType] = {}
+_built: dict[str, ModuleType] = {}  # by extension name
+_by_file: dict[tuple, ModuleType] = {}  # by (path, mtime, size, device): the per-call fast path
 _lock = threading.Lock()
 
 
@@ -79,12 +81,20 @@ def load_cuda_extension(cu_path: str | Path, verbose: bool = False) -> ModuleTyp
     the same module twice.
     """
     require_cuda()
+    # Fast path for every call after the first: kernel_fn calls this per invocation, so no hashing
+    # or path resolution here, only a stat (an edited source has a new mtime or size).
+    stat = os.stat(cu_path)
+    quick_key = (str(cu_path), stat.st_mtime_ns, stat.st_size, torch.cuda.current_device())
+    module = _by_file.get(quick_key)
+    if module is not None:
+        return module
     cu_path = Path(cu_path).resolve()
     arch = device_arch()
     name = extension_name(cu_path, arch)
     with _lock:
         module = _built.get(name)
         if module is not None:
+            _by_file[quick_key] = module
             return module
         from torch.utils.cpp_extension import load  # slow import, only when a build is needed
 
@@ -96,4 +106,5 @@ def load_cuda_extension(cu_path: str | Path, verbose: bool = False) -> ModuleTyp
             verbose=verbose,
         )
         _built[name] = module
+        _by_file[quick_key] = module
         return module

@@ -178,3 +178,31 @@ def test_source_follows_the_house_contract(name):
 def test_cross_entropy_mean_uses_no_atomics():
     text = (KERNELS_DIR / "cross_entropy" / "cross_entropy.cu").read_text()
     assert not re.search(r"\batomic\w*\s*\(", text), "the mean must be a fixed-order reduction"
+
+
+def test_extension_is_built_once_per_source_version(tmp_path, monkeypatch):
+    """The per-call path must not rebuild (or rehash); an edited source must. torch's load is faked."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    from autokernel.kernels import cuda_build
+
+    builds = []
+    monkeypatch.setattr(cuda_build, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda_build, "device_arch", lambda device=None: ARCH)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(cuda_build, "_built", {})
+    monkeypatch.setattr(cuda_build, "_by_file", {})
+
+    def fake_load(name, sources, extra_cflags, extra_cuda_cflags, verbose):
+        builds.append((name, tuple(extra_cuda_cflags)))
+        return object()
+
+    monkeypatch.setattr(cpp_extension, "load", fake_load)
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k() {}\n")
+    first = cuda_build.load_cuda_extension(src)
+    assert cuda_build.load_cuda_extension(src) is first and len(builds) == 1
+    assert f"-gencode=arch=compute_{ARCH},code=sm_{ARCH}" in builds[0][1]
+    src.write_text("__global__ void k() { /* edited */ }\n")
+    assert cuda_build.load_cuda_extension(src) is not first and len(builds) == 2
+    assert builds[0][0] != builds[1][0]
