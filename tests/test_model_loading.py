@@ -151,3 +151,25 @@ def test_real_cli_syntax_error_and_missing_file(tmp_path):
     assert p.stderr.strip().startswith("autokernel profile: error: bad.py: line 2: SyntaxError")
     p = _run_cli("profile", str(tmp_path / "nothing.py"), "--db", str(tmp_path / "s.db"))
     assert p.returncode == 2 and p.stderr.strip() == f"autokernel profile: error: {tmp_path / 'nothing.py'}: no such file"
+
+
+@pytest.mark.parametrize("name", ["llama", "convnet"])
+def test_large_examples_fit_a_gpu(name, monkeypatch):
+    """Built on the meta device (no memory, no time): the large sizes run and stay far under 40 GB."""
+    import importlib.util
+
+    monkeypatch.setenv("AUTOKERNEL_MODEL_SIZE", "large")
+    spec = importlib.util.spec_from_file_location(f"_large_{name}", example_path(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.device("meta"):
+        model = module.Model(*module.get_init_inputs())
+        inputs = [t.to("meta") for t in module.get_inputs()]
+        out = model(*inputs)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert weight_bytes < 8e9
+    if name == "llama":
+        loss, logits = out
+        assert loss.shape == () and logits.dtype == torch.bfloat16
+        assert logits.shape[0] * logits.shape[1] >= 8192  # tokens per forward: enough to fill an H100
+        assert logits.numel() * 2 < 2e9
