@@ -108,7 +108,11 @@ class ModuleRanges:
         self.call_args: dict[str, list[str]] = {}  # range name -> input shapes of that call
         self._handles = []
         for idx, (_, m) in enumerate(self.modules):
-            self._handles.append(m.register_forward_pre_hook(self._pre(idx), with_kwargs=True))
+            try:
+                pre = m.register_forward_pre_hook(self._pre(idx), with_kwargs=True)
+            except (RuntimeError, TypeError, AttributeError):
+                continue  # a module that takes no hooks (TorchScript): its ops are attributed by name
+            self._handles.append(pre)
             self._handles.append(m.register_forward_hook(self._post))
 
     def _pre(self, idx: int):
