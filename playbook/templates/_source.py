@@ -81,9 +81,11 @@ NUM_SMS = block(
 # layout meets TMA's 16-byte alignment rules; otherwise the pointer path is used.
 TMA_READY = block(
     '''
-    def _tma_ready(*tensors: torch.Tensor) -> bool:
-        """True where tensor descriptors can be used for these 2-D tensors."""
+    def _tma_ready(*tensors: torch.Tensor, block_cols: int = 16) -> bool:
+        """True where tensor descriptors can be used for these 2-D tensors and tiles `block_cols` wide."""
         if not (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")):
+            return False
+        if block_cols * tensors[0].element_size() < 16:  # a descriptor's tile row must span 16 bytes
             return False
         t0 = tensors[0]
         if t0.is_cuda and torch.cuda.get_device_capability(t0.device)[0] < 9:

@@ -213,7 +213,7 @@ def _launcher(p: dict) -> str:
         def kernel_fn(logits, targets):
             """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
             n_cols = logits.shape[-1]
-            x = logits.reshape(-1, n_cols)
+            x = logits.reshape(logits.shape[:-1].numel(), n_cols)
             if x.stride(-1) != 1:
                 x = x.contiguous()
             t = targets.reshape(-1).contiguous()
@@ -236,7 +236,7 @@ def _launcher(p: dict) -> str:
         ''',
         grid=grid,
         launch_opts=launch_opts(p["autotune"]),
-        use_tma="TMA and num_tiles == 1 and _tma_ready(x)" if p["tma"] else "False",
+        use_tma="TMA and num_tiles == 1 and _tma_ready(x, block_cols=block_v)" if p["tma"] else "False",
     )
 
 

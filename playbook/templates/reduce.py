@@ -145,20 +145,18 @@ def _launcher(p: dict) -> str:
         def kernel_fn(x):
             """x.sum(-1), accumulated in fp32, returned in x's dtype."""
             n_cols = x.shape[-1]
-            x2 = x.reshape(-1, n_cols)
+            x2 = x.reshape(x.shape[:-1].numel(), n_cols)
             if x2.stride(-1) != 1:
                 x2 = x2.contiguous()
             n_rows = x2.shape[0]
             y = torch.empty(n_rows, dtype=x.dtype, device=x.device)
             if n_rows == 0:
                 return y.reshape(x.shape[:-1])
-            if n_cols == 0:
-                return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
-            cols_per_split = triton.cdiv(n_cols, SPLIT)
+            cols_per_split = max(triton.cdiv(n_cols, SPLIT), 1)  # empty rows still get their 0
             block_n = min(triton.next_power_of_2(cols_per_split), MAX_BLOCK_N)
             cols_per_split = triton.cdiv(cols_per_split, block_n) * block_n  # splits start on tile edges
             n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
-            grid = (<<grid>>, triton.cdiv(n_cols, cols_per_split))
+            grid = (<<grid>>, max(triton.cdiv(n_cols, cols_per_split), 1))
             even = <<even>>
             <<finish>>
             return y.reshape(x.shape[:-1])

@@ -199,14 +199,14 @@ def _kernel(p: dict) -> str:
 def _launcher(p: dict) -> str:
     grid = "(min(n_blocks, PERSISTENT * _num_sms(x.device)),)" if p["persistent"] else "(n_blocks,)"
     launch_opts = "" if p["autotune"] else ", num_warps=NUM_WARPS, num_stages=NUM_STAGES"
-    use_tma = "TMA and num_tiles == 1 and _tma_ready(x2, y)" if p["tma"] else "False"
+    use_tma = "TMA and num_tiles == 1 and _tma_ready(x2, y, block_cols=block_n)" if p["tma"] else "False"
     even = "(n_cols == block_n and n_rows % ROWS_PER_PROGRAM == 0)" if p["even_masks"] else "False"
     return fill(
         '''
         def kernel_fn(x, weight, eps=1e-6):
             """RMSNorm over the last dim of `x`, scaled by `weight`; output in x's dtype."""
             n_cols = x.shape[-1]
-            x2 = x.reshape(-1, n_cols)
+            x2 = x.reshape(x.shape[:-1].numel(), n_cols)
             if x2.stride(-1) != 1:
                 x2 = x2.contiguous()
             w = weight.contiguous()

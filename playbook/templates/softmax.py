@@ -201,7 +201,7 @@ def _launcher(p: dict) -> str:
         def kernel_fn(x):
             """Softmax over the last dim of `x`; output in x's dtype."""
             n_cols = x.shape[-1]
-            x2 = x.reshape(-1, n_cols)
+            x2 = x.reshape(x.shape[:-1].numel(), n_cols)
             if x2.stride(-1) != 1:
                 x2 = x2.contiguous()
             y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
@@ -221,7 +221,7 @@ def _launcher(p: dict) -> str:
         ''',
         grid=grid_expr(bool(p["persistent"])),
         launch_opts=launch_opts(p["autotune"]),
-        use_tma="TMA and num_tiles == 1 and _tma_ready(x2, y)" if p["tma"] else "False",
+        use_tma="TMA and num_tiles == 1 and _tma_ready(x2, y, block_cols=block_n)" if p["tma"] else "False",
     )
 
 
