@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from . import KERNEL_NAMES, get_spec
-from .spec import DTYPES, DTYPE_NAMES, KernelSpec
+from .spec import DTYPES, DTYPE_NAMES, KernelSpec, noncontiguous_like
 
 KERNELS_DIR = Path(__file__).resolve().parent
 MAX_CHECK_ELEMENTS = 1 << 26  # keeps the whole check to a minute or so on one GPU
@@ -105,34 +105,58 @@ def compare(out, ref, atol: float, rtol: float) -> tuple[bool, float, str]:
     return ok, max_err, "" if ok else "outside tolerance"
 
 
+@dataclass
+class CaseResult:
+    ok: bool
+    max_err: float
+    problem: str  # "" when ok
+    reproducible: bool  # a second call gave a bitwise-identical output
+
+
+def run_case(spec: KernelSpec, fn, shape: dict, dtype: torch.dtype, device: str, seed: int,
+             mode: str = "normal", noncontiguous: bool = False) -> CaseResult:
+    """One call of `fn` (twice, for reproducibility) against the reference, inputs checked unchanged."""
+    args = spec.make_inputs(shape, dtype, device, torch.Generator().manual_seed(seed), mode)
+    if noncontiguous:
+        args = tuple(
+            noncontiguous_like(a) if i in spec.data_args and isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for i, a in enumerate(args)
+        )
+    before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+    try:
+        out = fn(*args)
+        again = fn(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception as e:
+        text = str(e).strip()
+        msg = text.splitlines()[0][:200] if text else ""
+        return CaseResult(False, float("nan"), f"raised {type(e).__name__}: {msg}", False)
+    for i, (arg, copy) in enumerate(zip(args, before)):
+        if copy is not None and not torch.equal(arg, copy):
+            return CaseResult(False, float("nan"), f"modified its input #{i}", False)
+    atol, rtol = spec.tolerance(dtype)
+    ok, max_err, problem = compare(out, spec.reference(*args), atol, rtol)
+    if not ok and problem == "outside tolerance":
+        problem += f" (max abs err {max_err:.3g}, atol {atol:g}, rtol {rtol:g})"
+    reproducible = isinstance(again, torch.Tensor) and torch.equal(out, again)
+    return CaseResult(ok, max_err, problem, reproducible)
+
+
 def check_kernel(name: str, spec: KernelSpec, fn, dtypes: list[torch.dtype], device: str = "cuda") -> Outcome:
+    """Smoke, edge and some sweep shapes in each dtype, normal inputs: the first failure, or a summary."""
     passed = total = 0
     worst = 0.0
     reproducible = True
     for dtype in [d for d in dtypes if d in spec.dtypes]:
-        atol, rtol = spec.tolerance(dtype)
+        atol, _ = spec.tolerance(dtype)
         for shape in check_shapes(spec):
             total += 1
-            gen = torch.Generator().manual_seed(1234 + total)
-            args = spec.make_inputs(shape, dtype, device, gen, "normal")
-            try:
-                out = fn(*args)
-                again = fn(*args)
-                if device == "cuda":
-                    torch.cuda.synchronize()
-            except Exception as e:
-                msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-                return Outcome(name, "FAIL", f"{DTYPE_NAMES[dtype]} {shape}: raised {type(e).__name__}: {msg}")
-            ref = spec.reference(*args)
-            ok, max_err, problem = compare(out, ref, atol, rtol)
-            if not ok:
-                return Outcome(
-                    name, "FAIL",
-                    f"{DTYPE_NAMES[dtype]} {shape}: {problem} (max abs err {max_err:.3g}, atol {atol:g}, rtol {rtol:g})",
-                )
-            if isinstance(again, torch.Tensor) and not torch.equal(out, again):
-                reproducible = False
-            worst = max(worst, max_err / max(atol, 1e-30))
+            result = run_case(spec, fn, shape, dtype, device, seed=1234 + total)
+            if not result.ok:
+                return Outcome(name, "FAIL", f"{DTYPE_NAMES[dtype]} {shape}: {result.problem}")
+            reproducible = reproducible and result.reproducible
+            worst = max(worst, result.max_err / max(atol, 1e-30))
             passed += 1
     repro = "bitwise reproducible" if reproducible else "NOT bitwise reproducible"
     return Outcome(name, "ok", f"{passed}/{total} cases, worst error {worst:.2f} x atol, {repro}")

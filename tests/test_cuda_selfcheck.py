@@ -85,3 +85,20 @@ def test_parallel_builds_report_each_failure_by_name():
     assert sorted(results) == ["reduce", "softmax"]
     for seconds, error in results.values():
         assert seconds >= 0 and "needs a CUDA GPU" in error
+
+
+def test_run_case_catches_input_modification_and_checks_noncontiguous_inputs():
+    from autokernel.kernels.cuda_selfcheck import run_case
+
+    spec = some_spec()
+    shape = dict(spec.smoke_shape)
+    good = run_case(spec, spec.reference, shape, torch.float32, "cpu", seed=3, mode="mixed", noncontiguous=True)
+    assert good.ok and good.reproducible, good.problem
+
+    def scribbles(*args):
+        out = spec.reference(*args)
+        args[0].add_(1.0)
+        return out
+
+    bad = run_case(spec, scribbles, shape, torch.float32, "cpu", seed=3)
+    assert not bad.ok and "modified its input #0" in bad.problem
