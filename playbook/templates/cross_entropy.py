@@ -18,11 +18,11 @@ METRIC = "GB/s"
 SPACE = (
     NUM_WARPS,
     NUM_STAGES,
-    max_block_knob("max_block_v",
-                   "capping a vocab tile at {new} elements instead of {old} switches between holding the whole {vocab}-wide row of logits in registers and looping over tiles of it"),
     ROWS_PER_PROGRAM,
     PERSISTENT,
     LOAD_EVICTION,
+    max_block_knob("max_block_v",
+                   "capping a vocab tile at {new} elements instead of {old} switches between holding the whole {vocab}-wide row of logits in registers and looping over tiles of it"),
     Knob("exp2", 3, (True, False),
          "exp2={new} (was {old}): exp(x - max) as exp2((x - max) * log2(e)) maps onto the ex2 instruction with the scale folded into one multiply"),
     Knob("online", 4, (True, False),

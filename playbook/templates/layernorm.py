@@ -18,11 +18,11 @@ METRIC = "GB/s"
 SPACE = (
     NUM_WARPS,
     NUM_STAGES,
-    max_block_knob("max_block_n",
-                   "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read) and looping over tiles (more reads, fewer registers)"),
     ROWS_PER_PROGRAM,
     PERSISTENT,
     LOAD_EVICTION,
+    max_block_knob("max_block_n",
+                   "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read) and looping over tiles (more reads, fewer registers)"),
     Knob("rsqrt", 3, (True, False),
          "rsqrt={new} (was {old}): one reciprocal square-root instruction vs a sqrt and a divide per row at the end of the reduction"),
     Knob("one_pass_stats", 4, (False, True),

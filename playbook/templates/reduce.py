@@ -18,11 +18,11 @@ METRIC = "GB/s"
 SPACE = (
     NUM_WARPS,
     NUM_STAGES,
-    max_block_knob("max_block_n",
-                   "a tile of at most {new} elements instead of {old} changes how many loads each loop step issues per row of {cols} and how many registers the accumulator takes"),
     ROWS_PER_PROGRAM,
     PERSISTENT,
     LOAD_EVICTION,
+    max_block_knob("max_block_n",
+                   "a tile of at most {new} elements instead of {old} changes how many loads each loop step issues per row of {cols} and how many registers the accumulator takes"),
     Knob("acc_fp32", 3, (True, False),
          "acc_fp32={new} (was {old}): accumulating in the input dtype saves conversions but loses precision on long rows; the harness decides"),
     Knob("split", 4, (1, 2, 4, 8),

@@ -18,11 +18,11 @@ METRIC = "GB/s"
 SPACE = (
     NUM_WARPS,
     NUM_STAGES,
-    max_block_knob("max_block_n",
-                   "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read of x) and looping over tiles (more reads, fewer registers)"),
     ROWS_PER_PROGRAM,
     PERSISTENT,
     LOAD_EVICTION,
+    max_block_knob("max_block_n",
+                   "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read of x) and looping over tiles (more reads, fewer registers)"),
     Knob("exp2", 3, (True, False),
          "exp2={new} (was {old}): exp(x - max) as exp2((x - max) * log2(e)) maps straight onto the hardware's ex2 instruction with the scale folded into one multiply"),
     Knob("online", 4, (True, False),
