@@ -98,9 +98,9 @@ def compare(out, ref, atol: float, rtol: float) -> tuple[bool, float, str]:
     if out.dtype != ref.dtype:
         return False, float("nan"), f"dtype {out.dtype} != {ref.dtype}"
     o, r = out.double(), ref.double()
-    both_nan = torch.isnan(o) & torch.isnan(r)
-    err = (o - r).abs().masked_fill(both_nan, 0.0)
-    ok = bool(((err <= atol + rtol * r.abs()) | both_nan).all()) if o.numel() else True
+    same = (o == r) | (torch.isnan(o) & torch.isnan(r))  # equal infinities and NaN pairs match
+    err = (o - r).abs().masked_fill(same, 0.0)
+    ok = bool(((err <= atol + rtol * r.abs()) | same).all()) if o.numel() else True
     max_err = float(err.max()) if o.numel() else 0.0
     return ok, max_err, "" if ok else "outside tolerance"
 

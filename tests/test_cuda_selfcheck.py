@@ -72,6 +72,8 @@ def test_raising_kernel_is_reported_not_propagated():
 def test_compare_handles_nan_shape_and_dtype():
     ref = torch.tensor([1.0, float("nan")])
     assert compare(ref.clone(), ref, 1e-6, 0)[0]
+    inf = torch.tensor([float("inf"), 1.0])
+    assert compare(inf.clone(), inf, 1e-6, 0)[0] and not compare(-inf, inf, 1e-6, 0)[0]
     assert not compare(torch.tensor([1.0, 2.0]), ref, 1e-6, 0)[0]
     assert "shape" in compare(torch.zeros(3), ref, 1e-6, 0)[2]
     assert "dtype" in compare(ref.half(), ref, 1e-6, 0)[2]
