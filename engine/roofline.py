@@ -10,6 +10,7 @@ timings there are not meaningful (`Ceilings.meaningful` is False).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -120,6 +121,40 @@ def _write_cache(key: str, c: Ceilings) -> None:
 
 
 # -- measuring ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _measuring_lock():
+    """One process measures at a time (two at once would share the device and both read low);
+    the others wait, then find the result in the cache."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, at worst two measurements
+        yield
+        return
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        f = open(cache_dir() / "ceilings.lock", "a+")
+    except OSError:
+        yield
+        return
+    with f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _from_cache(key: str) -> Ceilings | None:
+    cached = _read_cache().get(key)
+    if not cached:
+        return None
+    try:
+        c = Ceilings.from_json(cached)
+    except TypeError:
+        return None
+    return c if c.bandwidth_gbs > 0 and c.matmul_tflops.get("fp32", 0) > 0 else None
+
+
 def ceilings(device: str = "cpu", refresh: bool = False) -> Ceilings:
     """The device's ceilings: from memory, else from the cache file, else measured (and cached)."""
     device = "cuda" if str(device).startswith("cuda") else "cpu"
@@ -128,17 +163,13 @@ def ceilings(device: str = "cpu", refresh: bool = False) -> Ceilings:
     with _memo_lock:
         if not refresh and key in _memo:
             return _memo[key]
-        cached = None if refresh else _read_cache().get(key)
-        if cached:
-            try:
-                c = Ceilings.from_json(cached)
-            except TypeError:
-                c = None
-            if c is not None and c.bandwidth_gbs > 0 and c.matmul_tflops.get("fp32", 0) > 0:
-                _memo[key] = c
-                return c
-        c = _measure_cuda(name) if device == "cuda" else _measure_cpu(name)
-        _write_cache(key, c)
+        c = None if refresh else _from_cache(key)
+        if c is None:
+            with _measuring_lock():
+                c = None if refresh else _from_cache(key)  # measured by another process meanwhile?
+                if c is None:
+                    c = _measure_cuda(name) if device == "cuda" else _measure_cpu(name)
+                    _write_cache(key, c)
         _memo[key] = c
         return c
 

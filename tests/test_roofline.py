@@ -71,3 +71,13 @@ def test_a_corrupt_cache_is_measured_again(tmp_path, monkeypatch):
 def test_cuda_ceilings_are_plausible():
     c = roofline.ceilings("cuda")
     assert c.meaningful and c.bandwidth_gbs > 100 and c.matmul_tflops["bf16"] > c.matmul_tflops["fp32"] * 0.5
+
+
+def test_processes_measuring_at_once_agree(tmp_path, monkeypatch):
+    """Two processes asking at the same moment: one measures, the other waits and reads its result."""
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path))
+    code = "import json; from autokernel.engine.roofline import ceilings; print(json.dumps(ceilings('cpu').to_json()))"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert outs[0] == outs[1]
+    assert list(json.loads((tmp_path / "ceilings.json").read_text()).values()) == [outs[0]]
