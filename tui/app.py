@@ -106,6 +106,11 @@ class AutokernelApp(App):
             if isinstance(screen, LiveScreen):
                 screen.stop_engine()
 
+    def exit(self, *args, **kwargs) -> None:
+        """However the app ends, a running engine is asked to stop (it records `stopped`, resumable)."""
+        self.stop_engine()
+        super().exit(*args, **kwargs)
+
     def on_unmount(self) -> None:
         self.stop_engine()
 

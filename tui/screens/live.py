@@ -199,6 +199,9 @@ class LiveScreen(Screen):
         if not self.engine_running:
             self.app.exit(self.error)
 
+    def on_unmount(self) -> None:
+        self.stop_engine()
+
     def stop_engine(self) -> None:
         if self.engine_running:
             self.session.stop()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rich.text import Text
 from textual.binding import Binding
-from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -56,9 +56,9 @@ class SessionsScreen(Screen):
         self.rows = self.store.sessions()
         for r in self.rows:
             status = r["status"]
-            colour = {"completed": "$success", "running": "$accent", "failed": "$error"}.get(status, "$warning")
+            colour = {"completed": "green", "running": "cyan", "failed": "red"}.get(status, "yellow")  # ANSI: reads on dark and light
             t.add_row(r["id"], r["kind"], Path(r["model"] or "").name or "—", r["device"] or "—",
-                      Content.from_markup(f"[{colour}]{status}[/]"), str(r["n_events"]), _when(r["created"]),
+                      Text(status, style=colour), str(r["n_events"]), _when(r["created"]),
                       format_duration((r["updated"] or 0) - (r["created"] or 0)), key=r["id"])
         if not self.rows:
             self.query_one("#sessions-help", Static).update(
