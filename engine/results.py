@@ -80,6 +80,7 @@ class BenchRecord:
     meaningful: bool  # False on CPU: the interpreter's times say nothing about a GPU
     eager_achieved: float = 0.0
     compile_achieved: float | None = None
+    note: str = ""  # e.g. why torch.compile has no time, or that the wall clock overruled the events
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

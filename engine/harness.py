@@ -1,0 +1,489 @@
+"""The five correctness stages, run inside a worker process against one candidate.
+
+Every trial draws fresh random inputs (a new seed each time, so a kernel that caches results is
+caught), computes the reference in float64 *before* the candidate runs, poisons the memory the
+caching allocator is about to hand out, calls the candidate while recording every PyTorch op it
+issues, synchronizes the whole device (work left on a side stream is waited for), and then checks:
+the inputs are unchanged, no PyTorch compute op was called, a kernel of its own was launched, the
+output has the reference's shape and dtype, no NaN/Inf where the reference is finite, and the values
+are within the spec's tolerance, compared in float64.
+
+This module never runs in the engine's process: `engine/worker.py` runs it in a subprocess.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import secrets
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from autokernel.kernels.spec import INPUT_MODES, KernelSpec, noncontiguous_like
+
+from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
+
+# Under Triton's interpreter big shapes take minutes: the CPU run keeps to problems this size
+# (spec.elements(shape)); matmul-like kernels are counted as M*N*K, hence the larger limit.
+CPU_ELEMENT_LIMIT = 70_000
+CPU_ELEMENT_LIMIT_COMPUTE = 300_000
+
+# Aten ops a candidate may issue: allocation, views, copies and casts. Anything else computes
+# (part of) the result in PyTorch instead of in the candidate's own kernel.
+ALLOWED_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "full", "full_like", "new_full", "ones", "ones_like", "fill_", "zero_", "arange",
+    "view", "_unsafe_view", "reshape", "as_strided", "alias", "detach", "lift_fresh", "t", "transpose",
+    "permute", "expand", "unsqueeze", "squeeze", "select", "slice", "narrow", "unbind", "split",
+    "split_with_sizes", "chunk", "view_as", "flatten", "unflatten", "contiguous", "clone", "copy_",
+    "_to_copy", "to", "resize_", "_local_scalar_dense", "item", "is_nonzero", "set_", "record_stream",
+    "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "_reshape_alias", "as_strided_",
+    "empty_permuted", "_has_compatible_shallow_copy_type", "is_same_size", "size", "stride",
+    "storage_offset", "numel", "dim", "_unsafe_index", "equal",
+})
+
+
+class CandidateError(Exception):
+    """The candidate could not even be loaded (syntax error, import error, no kernel_fn)."""
+
+
+def load_candidate(path: str | Path, module_name: str) -> Callable[..., Any]:
+    """Import a candidate file under a unique module name and return its `kernel_fn`."""
+    path = Path(path)
+    try:
+        source = path.read_text()
+    except OSError as e:
+        raise CandidateError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as e:
+        raise CandidateError(f"{path.name}: line {e.lineno}: SyntaxError: {e.msg}") from None
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the candidate's own import-time failure
+        raise CandidateError(f"{path.name}: importing raised {type(e).__name__}: {_first_line(e)}") from None
+    fn = getattr(module, "kernel_fn", None)
+    if not callable(fn):
+        raise CandidateError(f"{path.name} defines no kernel_fn")
+    return fn
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+# -- watching what the candidate does ---------------------------------------------------------
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the aten ops a call issues (except inside kernel launches, which are ours to allow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.device_moves: list[str] = []
+        self.paused = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not self.paused:
+            name = func.overloadpacket.__name__
+            self.ops.append(name)
+            if name == "_to_copy" and args and isinstance(args[0], torch.Tensor):
+                dev = kwargs.get("device")
+                if dev is not None and torch.device(dev).type != args[0].device.type:
+                    self.device_moves.append(f"{args[0].device.type} -> {torch.device(dev).type}")
+        return func(*args, **kwargs)
+
+
+class LaunchTracker:
+    """Counts the candidate's own kernel launches (Triton, interpreted or compiled) and pauses op
+    recording while Triton's launcher runs (the interpreter copies tensors with aten ops)."""
+
+    def __init__(self) -> None:
+        self.launches = 0
+        self.recorder: _OpRecorder | None = None
+        self._install()
+
+    def _install(self) -> None:
+        try:
+            import triton.runtime.jit as jit
+        except Exception:  # no Triton: CUDA candidates only
+            return
+        targets = [jit.JITFunction]
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            targets.append(InterpretedFunction)
+        except Exception:
+            pass
+        for cls in targets:
+            original = cls.run
+            if getattr(original, "_autokernel_wrapped", False):
+                continue
+            tracker = self
+
+            def run(self_, *args, __original=original, **kwargs):
+                tracker.launches += 1
+                rec = tracker.recorder
+                if rec is not None:
+                    rec.paused += 1
+                try:
+                    return __original(self_, *args, **kwargs)
+                finally:
+                    if rec is not None:
+                        rec.paused -= 1
+
+            run._autokernel_wrapped = True
+            cls.run = run
+
+
+_TRACKER: LaunchTracker | None = None
+
+
+def launch_tracker() -> LaunchTracker:
+    global _TRACKER
+    if _TRACKER is None:
+        _TRACKER = LaunchTracker()
+    return _TRACKER
+
+
+def _is_pytorch_kernel(name: str) -> bool:
+    n = name.lower()
+    return any(s in n for s in ("at::native", "at_cuda_detail", "cutlass", "cublas", "gemm", "gemv", "cudnn",
+                                "memcpy", "memset", "elementwise_kernel", "reduce_kernel", "vectorized"))
+
+
+def _cuda_foreign_kernels(fn: Callable[[], Any]) -> int:
+    """How many GPU kernels a call launched that are not PyTorch's own (a CUDA extension's)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    return sum(1 for n in names if not _is_pytorch_kernel(n))
+
+
+# -- one trial -------------------------------------------------------------------------------
+
+@dataclass
+class CheckContext:
+    spec: KernelSpec
+    kernel_fn: Callable[..., Any]
+    device: str
+    extra_shapes: list[dict] = field(default_factory=list)
+    out_dtype_cache: dict = field(default_factory=dict)
+    own_kernel_seen: bool = False
+
+    @property
+    def interpreter(self) -> bool:
+        return self.device == "cpu"
+
+    def element_limit(self) -> float:
+        if not self.interpreter:
+            return math.inf
+        return CPU_ELEMENT_LIMIT_COMPUTE if self.spec.metric == "TFLOP/s" else CPU_ELEMENT_LIMIT
+
+    def fits(self, shape: dict, allowance: float = 1.0) -> bool:
+        return self.spec.elements(shape) <= self.element_limit() * allowance
+
+
+class TrialFailure(Exception):
+    """A trial found the candidate wrong; the message is the stage's plain reason."""
+
+
+def _fmt_shape(shape: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in shape.items())
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, str(dtype))
+
+
+def _upcast(args: tuple) -> list:
+    return [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+
+def _snapshot(args: tuple) -> list:
+    return [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _poison_allocator(ref: torch.Tensor, dtype: torch.dtype, device: str) -> None:
+    """Fill the blocks the caching allocator will hand out next with NaN, so an output the candidate
+    never writes cannot silently hold an earlier (reference) result."""
+    if device != "cuda" or ref.numel() == 0:
+        return
+    blocks = [torch.full(ref.shape, float("nan"), dtype=dtype, device=device) for _ in range(2)]
+    del blocks
+
+
+def make_args(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str) -> tuple:
+    gen = torch.Generator().manual_seed(secrets.randbits(62))  # fresh inputs for every trial
+    return tuple(ctx.spec.make_inputs(shape, dtype, ctx.device, gen, mode))
+
+
+def call_watched(ctx: CheckContext, args: tuple) -> Any:
+    """Call the candidate, recording its PyTorch ops and counting its kernel launches."""
+    tracker = launch_tracker()
+    before = tracker.launches
+    rec = _OpRecorder()
+    tracker.recorder = rec
+    try:
+        with rec:
+            out = ctx.kernel_fn(*args)
+        _sync(ctx.device)
+    finally:
+        tracker.recorder = None
+    compute_ops = sorted({op for op in rec.ops if op not in ALLOWED_OPS})
+    if set(compute_ops) & {o.removeprefix("aten::") for o in ctx.spec.forbidden_ops}:
+        hit = sorted(set(compute_ops) & {o.removeprefix("aten::") for o in ctx.spec.forbidden_ops})
+        raise TrialFailure(f"calls the reference op aten::{hit[0]} instead of launching its own kernel")
+    if compute_ops:
+        raise TrialFailure(
+            f"computes with PyTorch ops ({', '.join('aten::' + o for o in compute_ops[:4])}) instead of its own kernel")
+    if rec.device_moves:
+        raise TrialFailure(f"moves data off the device ({rec.device_moves[0]}): the work must run in its own kernel")
+    if tracker.launches > before:
+        ctx.own_kernel_seen = True
+    elif not ctx.own_kernel_seen:
+        if ctx.device == "cuda" and _cuda_foreign_kernels(lambda: ctx.kernel_fn(*args)) > 0:
+            ctx.own_kernel_seen = True
+        else:
+            raise TrialFailure("launched no kernel of its own (no Triton launch, no CUDA extension kernel)")
+    return out
+
+
+def expected_dtype(ctx: CheckContext, dtype: torch.dtype) -> torch.dtype:
+    """The reference's output dtype for inputs of `dtype` (from a tiny run of the reference)."""
+    if dtype not in ctx.out_dtype_cache:
+        gen = torch.Generator().manual_seed(0)
+        args = ctx.spec.make_inputs(ctx.spec.smoke_shape, dtype, "cpu", gen, "normal")
+        ctx.out_dtype_cache[dtype] = ctx.spec.reference(*args).dtype
+    return ctx.out_dtype_cache[dtype]
+
+
+def compare(ctx: CheckContext, out: Any, ref: torch.Tensor, dtype: torch.dtype, mode: str, where: str) -> None:
+    """Shape, dtype, non-finite values and tolerance, in float64."""
+    if not isinstance(out, torch.Tensor):
+        raise TrialFailure(f"{where}: kernel_fn returned {type(out).__name__}, not a tensor")
+    if tuple(out.shape) != tuple(ref.shape):
+        raise TrialFailure(f"{where}: output shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+    want = expected_dtype(ctx, dtype)
+    if out.dtype != want:
+        raise TrialFailure(f"{where}: output dtype {out.dtype}, expected {want}")
+    if out.device.type != torch.device(ctx.device).type:
+        raise TrialFailure(f"{where}: output on {out.device}, expected {ctx.device}")
+    o = out.detach().double()
+    bad_nonfinite = ~torch.isfinite(o) & torch.isfinite(ref)
+    if bool(bad_nonfinite.any()):
+        idx = [int(i) for i in bad_nonfinite.nonzero()[0]]
+        raise TrialFailure(f"{where}: {o[tuple(idx)].item()} at {idx} where the reference is finite "
+                           f"({ref[tuple(idx)].item():.4g})")
+    atol, rtol = ctx.spec.tolerance(dtype)
+    if mode != "normal" and ref.numel():  # scaled regimes: the absolute tolerance scales with the answer
+        finite = ref[torch.isfinite(ref)]
+        if finite.numel():
+            atol *= max(1.0, float(finite.abs().max()))
+    err = (o - ref).abs()
+    both_inf = torch.isinf(o) & torch.isinf(ref) & (torch.sign(o) == torch.sign(ref))
+    bad = ~((err <= atol + rtol * ref.abs()) | both_inf | (torch.isnan(o) & torch.isnan(ref)))
+    if bool(bad.any()):
+        err = torch.where(bad, err.nan_to_num(nan=math.inf), torch.zeros_like(err))
+        flat = int(err.argmax())
+        idx = list(torch.unravel_index(torch.tensor(flat), err.shape)) if err.dim() else []
+        idx = [int(i) for i in idx]
+        n_bad = int(bad.sum())
+        raise TrialFailure(
+            f"{where}: max abs error {float(err.max()):.3g} at {idx} (got {o.flatten()[flat].item():.6g}, "
+            f"expected {ref.flatten()[flat].item():.6g}; atol={atol:.2g}, rtol={rtol:.2g}; "
+            f"{n_bad} of {ref.numel()} elements off)")
+
+
+def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "normal", noncontig: bool = False) -> None:
+    """One fresh-input run of the candidate, checked against the float64 reference."""
+    where = f"{_fmt_shape(shape)}, {_dtype_name(dtype)}" + ("" if mode == "normal" else f", {mode} inputs") + (
+        ", non-contiguous" if noncontig else "")
+    args = make_args(ctx, shape, dtype, mode)
+    if noncontig:
+        args = tuple(noncontiguous_like(a) if i in ctx.spec.data_args and isinstance(a, torch.Tensor) and a.dim() >= 1
+                     else a for i, a in enumerate(args))
+    before = _snapshot(args)
+    ref = ctx.spec.reference(*_upcast(args))
+    _poison_allocator(ref, expected_dtype(ctx, dtype), ctx.device)
+    out = call_watched(ctx, args)
+    for i, (a, b) in enumerate(zip(args, before)):
+        if b is not None and not torch.equal(a, b):
+            raise TrialFailure(f"{where}: kernel_fn modified its input argument {i}")
+    compare(ctx, out, ref, dtype, mode, where)
+
+
+# -- the five stages -------------------------------------------------------------------------
+
+def _stage(name: str, body: Callable[[], str]) -> StageOutcome:
+    t0 = time.perf_counter()
+    try:
+        detail = body()
+        return StageOutcome(name, PASS, detail, time.perf_counter() - t0)
+    except TrialFailure as e:
+        return StageOutcome(name, FAIL, str(e), time.perf_counter() - t0)
+    except DeviceFault:
+        raise
+    except Exception as e:  # the candidate raised: a failure with its own message
+        if is_device_fault(e):
+            raise DeviceFault(f"{type(e).__name__}: {_first_line(e)}") from None
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f" ({Path(f.filename).name}:{f.lineno})" for f in reversed(tb) if "autokernel" not in f.filename), "")
+        return StageOutcome(name, FAIL, f"kernel_fn raised {type(e).__name__}: {_first_line(e)}{where}",
+                            time.perf_counter() - t0)
+
+
+class DeviceFault(Exception):
+    """The GPU context is broken (illegal address, device-side assert): the worker must die."""
+
+
+def is_device_fault(e: BaseException) -> bool:
+    text = str(e).lower()
+    return any(s in text for s in ("illegal memory access", "device-side assert", "unspecified launch failure",
+                                   "illegal instruction", "misaligned address", "cuda error: an illegal"))
+
+
+def _dtypes(ctx: CheckContext) -> tuple[torch.dtype, ...]:
+    return ctx.spec.dtypes
+
+
+def stage_smoke(ctx: CheckContext) -> str:
+    dtype = _dtypes(ctx)[0]
+    trial(ctx, ctx.spec.smoke_shape, dtype)
+    return f"{_fmt_shape(ctx.spec.smoke_shape)}, {_dtype_name(dtype)}"
+
+
+def _sweep_shapes(ctx: CheckContext) -> tuple[list[dict], int]:
+    shapes = [s for s in ctx.spec.sweep_shapes if ctx.fits(s)]
+    skipped = len(ctx.spec.sweep_shapes) - len(shapes)
+    for s in ctx.extra_shapes:
+        if ctx.fits(s, allowance=4.0) and s not in shapes:
+            shapes.append(dict(s))
+        elif s not in shapes:
+            skipped += 1
+    return shapes, skipped
+
+
+def stage_shape_sweep(ctx: CheckContext) -> str:
+    shapes, skipped = _sweep_shapes(ctx)
+    for shape in shapes:
+        for dtype in _dtypes(ctx):
+            trial(ctx, shape, dtype)
+    note = f"; {skipped} shape(s) too large for the CPU interpreter skipped" if skipped else ""
+    return f"{len(shapes)} shapes x {len(_dtypes(ctx))} dtypes{note}"
+
+
+def _stability_shapes(ctx: CheckContext) -> list[dict]:
+    shapes = [ctx.spec.smoke_shape]
+    odd = [s for s in ctx.spec.sweep_shapes if ctx.fits(s) and any(int(v) % 2 for v in s.values() if not isinstance(v, bool))]
+    if odd:
+        shapes.append(odd[0])
+    return shapes
+
+
+def stage_stability(ctx: CheckContext) -> str:
+    shapes = _stability_shapes(ctx)
+    modes = [m for m in INPUT_MODES if m != "normal"]
+    for shape in shapes:
+        for dtype in _dtypes(ctx):
+            for mode in modes:
+                trial(ctx, shape, dtype, mode)
+    return f"{', '.join(modes)} inputs on {len(shapes)} shapes x {len(_dtypes(ctx))} dtypes"
+
+
+def stage_determinism(ctx: CheckContext) -> str:
+    shapes, _ = _sweep_shapes(ctx)
+    shape = max(shapes, key=ctx.spec.elements) if shapes else ctx.spec.smoke_shape
+    for dtype in _dtypes(ctx):
+        args = make_args(ctx, shape, dtype, "normal")
+        outs = []
+        for _ in range(3):
+            out = call_watched(ctx, args)
+            if not isinstance(out, torch.Tensor):
+                raise TrialFailure(f"kernel_fn returned {type(out).__name__}, not a tensor")
+            outs.append(out.detach().clone())
+            del out
+        for i in (1, 2):
+            a, b = outs[0], outs[i]
+            same = a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8) if a.numel() else a,
+                                                      b.reshape(-1).view(torch.uint8) if b.numel() else b)
+            if not same:
+                diff = (a.double() - b.double()).abs()
+                raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} differs from run 1 "
+                                   f"(max difference {float(diff.nan_to_num(nan=math.inf).max()):.3g}) on the same input")
+    return f"3 runs bitwise identical at {_fmt_shape(shape)} x {len(_dtypes(ctx))} dtypes"
+
+
+def stage_edge_cases(ctx: CheckContext) -> str:
+    shapes = [s for s in ctx.spec.edge_shapes if ctx.fits(s)]
+    for shape in shapes:
+        for dtype in _dtypes(ctx):
+            trial(ctx, shape, dtype)
+    views = [ctx.spec.smoke_shape] + [s for s in shapes if s != ctx.spec.smoke_shape][-1:]
+    for shape in views:
+        for dtype in _dtypes(ctx):
+            trial(ctx, shape, dtype, noncontig=True)
+    return f"{len(shapes)} edge shapes and {len(views)} non-contiguous views x {len(_dtypes(ctx))} dtypes"
+
+
+STAGE_FUNCS: dict[str, Callable[[CheckContext], str]] = {
+    "smoke": stage_smoke,
+    "shape_sweep": stage_shape_sweep,
+    "stability": stage_stability,
+    "determinism": stage_determinism,
+    "edge_cases": stage_edge_cases,
+}
+assert tuple(STAGE_FUNCS) == STAGES
+
+
+def run_stages(ctx: CheckContext, on_start: Callable[[str], None] = lambda s: None,
+               on_end: Callable[[StageOutcome], None] = lambda o: None) -> Iterator[StageOutcome]:
+    """Run the stages in order; after the first failure the rest are skipped."""
+    failed = False
+    for name in STAGES:
+        if failed:
+            outcome = StageOutcome(name, SKIPPED, "an earlier stage failed")
+        else:
+            on_start(name)
+            outcome = _stage(name, lambda: STAGE_FUNCS[name](ctx))
+            failed = outcome.status != PASS
+        on_end(outcome)
+        yield outcome
+
+
+@contextmanager
+def torch_untouched() -> Iterator[list[str]]:
+    """Yields a list that, after the block, names torch functions the candidate replaced
+    (a candidate that monkeypatches torch could change the reference it is compared with)."""
+    import torch.nn.functional as F
+
+    watched = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
+    before = {(m, n): v for m, obj in watched.items() for n, v in list(vars(obj).items()) if not n.startswith("__")}
+    changed: list[str] = []
+    try:
+        yield changed
+    finally:
+        for (m, n), v in before.items():
+            if vars(watched[m]).get(n) is not v:
+                changed.append(f"{m}.{n}")

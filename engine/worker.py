@@ -1,0 +1,379 @@
+"""A worker subprocess that owns the device and runs candidates, so they can never take the engine down.
+
+The engine talks to the worker over a pipe: one request (check or bench) at a time, and the
+worker answers with a message as each stage starts and ends, then the result. The parent enforces a
+timeout per stage; a hang, a segfault, `os._exit`, an illegal memory access (the CUDA context is
+then unusable) or any other death of the worker ends that worker, the candidate is reported as
+`timeout` or `crash` with the reason, and the next request starts a fresh worker. A healthy worker
+is reused across candidates (starting one costs seconds: torch, CUDA context, Triton).
+
+The worker is a plain `python -m autokernel.engine.worker` process (not multiprocessing's spawn, so
+a user's script without a `__main__` guard can't fork-bomb), in its own process group so a stray
+child of a candidate dies with it. On CPU it sets TRITON_INTERPRET=1 before anything imports Triton.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Callable
+
+from .results import CRASH, FAIL, PASS, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
+
+StageCallback = Callable[[str, str, str, float], None]  # (stage, status, detail, seconds)
+
+
+def _default_stage_timeout(device: str) -> float:
+    return float(os.environ.get("AUTOKERNEL_STAGE_TIMEOUT", 120 if device == "cpu" else 60))
+
+
+class WorkerDied(Exception):
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class Worker:
+    """The engine's handle on one worker process (see the module docstring)."""
+
+    def __init__(self, device: str = "cpu", stage_timeout: float | None = None, load_timeout: float | None = None,
+                 start_timeout: float = 180.0):
+        self.device = device
+        self.stage_timeout = stage_timeout or _default_stage_timeout(device)
+        # Building a CUDA extension or autotuning a Triton kernel on first call can take minutes.
+        self.load_timeout = load_timeout or max(self.stage_timeout, 600.0 if device == "cuda" else 120.0)
+        self.start_timeout = start_timeout
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
+        self._stderr_path: str | None = None
+        self._ids = itertools.count()
+        self.restarts = 0
+
+    # -- process management ------------------------------------------------------------------
+    def _start(self) -> None:
+        parent_r, child_w = os.pipe()
+        child_r, parent_w = os.pipe()
+        fd, self._stderr_path = tempfile.mkstemp(prefix="autokernel-worker-", suffix=".log")
+        env = dict(os.environ)
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "autokernel.engine.worker", str(child_r), str(child_w), self.device],
+            pass_fds=(child_r, child_w), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,
+            start_new_session=True,
+        )
+        os.close(fd)
+        os.close(child_r)
+        os.close(child_w)
+        self._conn = _Duplex(parent_r, parent_w)
+        msg = self._recv(self.start_timeout, "starting the worker")
+        if msg[0] != "ready":
+            raise WorkerDied(CRASH, f"worker failed to start: {msg}")
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _ensure(self) -> None:
+        if not self._alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._cleanup()
+            self._start()
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _cleanup(self) -> None:
+        self._kill()
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self._proc = None
+
+    def _last_stderr(self) -> str:
+        try:
+            lines = [ln.strip() for ln in Path(self._stderr_path or "").read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        interesting = [ln for ln in lines if "error" in ln.lower() or "Error" in ln]
+        return (interesting or lines or [""])[-1][:300]
+
+    def _death_reason(self, what: str) -> str:
+        code = self._proc.poll() if self._proc else None
+        if code is None:
+            return f"worker stopped answering during {what}"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            why = f"worker died with {name} during {what}"
+        else:
+            why = f"worker exited with status {code} during {what}"
+        tail = self._last_stderr()
+        return f"{why}: {tail}" if tail else why
+
+    def _recv(self, timeout: float, what: str) -> tuple:
+        assert self._conn is not None
+        try:
+            ready = self._conn.poll(timeout)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self._kill()
+            raise WorkerDied(TIMEOUT, f"no answer within {timeout:.0f} s during {what}: killed the worker")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError, ConnectionResetError):
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            raise WorkerDied(CRASH, self._death_reason(what)) from None
+
+    # -- requests ----------------------------------------------------------------------------
+    def _send(self, request: tuple) -> None:
+        """Send a request, restarting a worker that died between requests."""
+        for attempt in (1, 2):
+            self._ensure()
+            try:
+                self._conn.send(request)
+                return
+            except (BrokenPipeError, OSError):
+                self._cleanup()
+                if attempt == 2:
+                    raise WorkerDied(CRASH, "the worker could not be reached (it died between requests)") from None
+
+    def check(self, path: str, kernel: str, backend: str = "triton", on_stage: StageCallback | None = None,
+              extra_shapes: list[dict] | None = None) -> CheckReport:
+        """The five stages on one candidate file, with live progress through `on_stage`."""
+        report = CheckReport(kernel=kernel, backend=backend, device=self.device, candidate=str(path))
+        notify = on_stage or (lambda *a: None)
+        try:
+            self._send(("check", {"path": str(path), "kernel": kernel, "backend": backend,
+                                  "extra_shapes": extra_shapes or [],
+                                  "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
+        except WorkerDied as e:
+            report.error = e.reason
+            report.stages = [StageOutcome(STAGES[0], e.status, e.reason)] + [StageOutcome(s, SKIPPED, "") for s in STAGES[1:]]
+            notify(STAGES[0], e.status, e.reason, 0.0)
+            self._cleanup()
+            return report
+        current, started, timeout = "loading the candidate", time.perf_counter(), self.load_timeout
+        done: dict[str, StageOutcome] = {}
+        while True:
+            try:
+                msg = self._recv(timeout, current)
+            except WorkerDied as e:
+                stage = current if current in STAGES else STAGES[0]
+                outcome = StageOutcome(stage, e.status, e.reason, time.perf_counter() - started)
+                done[stage] = outcome
+                notify(stage, e.status, e.reason, outcome.seconds)
+                self._cleanup()
+                break
+            kind = msg[0]
+            if kind == "stage_start":
+                current, started = msg[1], time.perf_counter()
+                # The first stage also compiles the kernel (Triton JIT, autotune, CUDA build).
+                timeout = self.load_timeout if current == STAGES[0] else self.stage_timeout
+                notify(current, "running", "", 0.0)
+            elif kind == "stage_end":
+                o = StageOutcome(**msg[1])
+                done[o.name] = o
+                notify(o.name, o.status, o.detail, o.seconds)
+            elif kind == "load_error":
+                report.error = msg[1]
+                o = StageOutcome(STAGES[0], FAIL, msg[1])
+                done[o.name] = o
+                notify(o.name, o.status, o.detail, 0.0)
+            elif kind == "fault":  # the device context is broken: the worker exits after this
+                stage = current if current in STAGES else STAGES[0]
+                o = StageOutcome(stage, CRASH, msg[1], time.perf_counter() - started)
+                done[stage] = o
+                notify(stage, CRASH, msg[1], o.seconds)
+                self._cleanup()
+                break
+            elif kind == "result":
+                if msg[1]:
+                    report.error = report.error or msg[1]
+                if len(msg) > 2:  # the worker retires itself after this answer
+                    self._cleanup()
+                break
+        for s in STAGES:
+            if s in done:
+                report.stages.append(done[s])
+            else:
+                report.stages.append(StageOutcome(s, SKIPPED, "an earlier stage failed"))
+        return report
+
+    def bench(self, path: str, kernel: str, shapes: list[dict], dtype: str, backend: str = "triton",
+              with_compile: bool | None = None) -> list[BenchRecord]:
+        """Time a candidate that passed, against eager and torch.compile, at each shape."""
+        try:
+            self._send(("bench", {"path": str(path), "kernel": kernel, "backend": backend, "shapes": shapes,
+                                  "dtype": dtype, "with_compile": with_compile,
+                                  "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
+        except WorkerDied as e:
+            raise RuntimeError(e.reason) from None
+        per_shape = self.load_timeout + self.stage_timeout
+        records: list[BenchRecord] = []
+        while True:
+            try:
+                msg = self._recv(per_shape, f"timing {kernel}")
+            except WorkerDied as e:
+                self._cleanup()
+                raise RuntimeError(e.reason) from None
+            if msg[0] == "record":
+                records.append(BenchRecord(**msg[1]))
+            elif msg[0] == "fault":
+                self._cleanup()
+                raise RuntimeError(msg[1])
+            elif msg[0] == "result":
+                if len(msg) > 2:
+                    self._cleanup()
+                if msg[1]:
+                    raise RuntimeError(msg[1])
+                return records
+
+    def close(self) -> None:
+        if self._alive() and self._conn is not None:
+            try:
+                self._conn.send(("exit", {}))
+                self._proc.wait(timeout=5)
+            except Exception:
+                pass
+        self._cleanup()
+        if self._stderr_path:
+            try:
+                os.unlink(self._stderr_path)
+            except OSError:
+                pass
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # a forgotten worker must not outlive the engine
+        try:
+            self._kill()
+        except Exception:
+            pass
+
+
+class _Duplex:
+    """One read fd and one write fd as a single pickling connection."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self._r = Connection(read_fd, writable=False)
+        self._w = Connection(write_fd, readable=False)
+
+    def send(self, obj: Any) -> None:
+        self._w.send(obj)
+
+    def recv(self) -> Any:
+        return self._r.recv()
+
+    def poll(self, timeout: float) -> bool:
+        return self._r.poll(timeout)
+
+    def close(self) -> None:
+        for c in (self._r, self._w):
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+# -- the worker side ---------------------------------------------------------------------------
+
+def _serve(conn: _Duplex, device: str) -> None:
+    from dataclasses import asdict
+
+    from autokernel.kernels import get_spec
+
+    from . import harness, timing
+
+    harness.launch_tracker()
+    try:  # dynamo replaces a few torch functions when first imported: let that happen before any watch
+        import torch._dynamo  # noqa: F401
+    except Exception:
+        pass
+    conn.send(("ready", {"pid": os.getpid(), "device": device}))
+    while True:
+        try:
+            kind, req = conn.recv()
+        except EOFError:
+            return
+        if kind == "exit":
+            return
+        try:
+            spec = get_spec(req["kernel"])
+            with harness.torch_untouched() as changed:
+                try:
+                    fn = harness.load_candidate(req["path"], req["module"])
+                except harness.CandidateError as e:
+                    conn.send(("load_error", str(e)))
+                    conn.send(("result", str(e)))
+                    continue
+                if kind == "check":
+                    ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]))
+                    for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
+                                                on_end=lambda o: conn.send(("stage_end", asdict(o)))):
+                        pass
+                elif kind == "bench":
+                    for shape in req["shapes"]:
+                        rec = timing.bench(spec, fn, shape, req["dtype"], device, backend=req["backend"],
+                                           with_compile=req.get("with_compile"))
+                        conn.send(("record", asdict(rec)))
+            if changed:
+                # The candidate replaced torch functions: its verdict, and every later reference in
+                # this process, would be suspect. Reject it and end this worker.
+                conn.send(("result", f"the candidate replaced {', '.join(changed[:3])} (monkeypatching torch is not allowed)",
+                           "exiting"))
+                return
+            conn.send(("result", ""))
+        except harness.DeviceFault as e:
+            conn.send(("fault", f"device fault: {e}"))
+            return
+        except Exception as e:
+            if harness.is_device_fault(e):
+                conn.send(("fault", f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
+                return
+            conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}"))
+            traceback.print_exc()
+
+
+def main(argv: list[str]) -> None:
+    read_fd, write_fd, device = int(argv[0]), int(argv[1]), argv[2]
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    conn = _Duplex(read_fd, write_fd)
+    try:
+        _serve(conn, device)
+    finally:
+        conn.close()
+    os._exit(0)  # skip interpreter teardown (CUDA/Triton atexit work is not needed)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
