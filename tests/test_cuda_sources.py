@@ -95,7 +95,12 @@ def test_every_kernel_type_has_a_cuda_source():
     assert sorted(cu_sources()) == sorted(KERNEL_NAMES)
 
 
+# ~70 s of CPU on an idle 2-core machine; the limit leaves room for a machine busy with other suites.
+COMPILE_TIMEOUT = pytest.mark.timeout(900)
+
+
 @needs_nvcc
+@COMPILE_TIMEOUT
 @pytest.mark.parametrize("name", KERNEL_NAMES)
 def test_device_code_compiles_for_sm90(name, compiled):
     if name not in compiled:
@@ -105,6 +110,7 @@ def test_device_code_compiles_for_sm90(name, compiled):
 
 
 @needs_nvcc
+@COMPILE_TIMEOUT
 def test_torch_bindings_compile_for_sm90(compiled):
     result = compiled["<bindings>"]
     assert result.returncode == 0, f"nvcc failed on the torch bindings:\n{result.stderr[-6000:]}"
