@@ -14,7 +14,10 @@ import torch
 from autokernel.kernels import KERNEL_NAMES, available, get_spec
 from autokernel.kernels.spec import DTYPE_NAMES, INPUT_MODES
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.timeout(900),  # the first test also builds all nine extensions
+]
 
 
 @pytest.fixture(scope="module")
