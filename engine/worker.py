@@ -55,7 +55,8 @@ class Worker:
         self._conn: Connection | None = None
         self._stderr_path: str | None = None
         self._ids = itertools.count()
-        self.restarts = 0
+        self._starts = 0
+        self.restarts = 0  # fresh workers started after the first (crashes, hangs, retirements)
 
     # -- process management ------------------------------------------------------------------
     def _start(self) -> None:
@@ -83,10 +84,10 @@ class Worker:
 
     def _ensure(self) -> None:
         if not self._alive():
-            if self._proc is not None:
-                self.restarts += 1
             self._cleanup()
             self._start()
+            self._starts += 1
+            self.restarts = self._starts - 1
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

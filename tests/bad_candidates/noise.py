@@ -1,0 +1,33 @@
+"""Softmax plus a little noise from a second kernel: wrong beyond the tolerance."""
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def _k(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n_cols + cols, (e / tl.sum(e, 0)).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def _softmax(x):
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    _k[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+@triton.jit
+def _noise(y_ptr, n, seed, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    y = tl.load(y_ptr + offs, mask=offs < n).to(tl.float32)
+    r = tl.rand(seed, offs)
+    tl.store(y_ptr + offs, (y + 1e-3 * (r - 0.5)).to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+def kernel_fn(x):
+    y = _softmax(x)
+    _noise[(triton.cdiv(y.numel(), 1024),)](y, y.numel(), 1234, BLOCK=1024)
+    return y
