@@ -65,7 +65,16 @@ def _build_one(name: str) -> tuple[str, float, str]:
         load_cuda_extension(module.SOURCE)
         return name, time.perf_counter() - started, ""
     except Exception as e:  # reported per kernel; one broken source must not hide the others
-        return name, time.perf_counter() - started, f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"
+        return name, time.perf_counter() - started, f"{type(e).__name__}: {first_error_line(str(e))}"
+
+
+def first_error_line(text: str) -> str:
+    """The compiler's first "error" line from a failed build's output (its last line says only that it stopped)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in lines:
+        if "error" in line.lower() and not line.lower().startswith("error building extension"):
+            return line[:300]
+    return lines[-1][:300] if lines else "(no message)"
 
 
 def build_all(names: list[str], jobs: int) -> dict[str, tuple[float, str]]:

@@ -104,3 +104,17 @@ def test_run_case_catches_input_modification_and_checks_noncontiguous_inputs():
 
     bad = run_case(spec, scribbles, shape, torch.float32, "cpu", seed=3)
     assert not bad.ok and "modified its input #0" in bad.problem
+
+
+def test_build_failure_shows_the_compiler_error_not_the_ninja_epilogue():
+    from autokernel.kernels.cuda_selfcheck import first_error_line
+
+    output = (
+        "Error building extension 'ak_softmax_0123': [1/2] nvcc ... -c softmax.cu\n"
+        "FAILED: softmax.cuda.o\n"
+        "softmax.cu(42): error: identifier \"foo\" is undefined\n"
+        "1 error detected in the compilation of \"softmax.cu\".\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    assert first_error_line(output) == 'softmax.cu(42): error: identifier "foo" is undefined'
+    assert first_error_line("ninja: build stopped") == "ninja: build stopped"
