@@ -175,12 +175,15 @@ def _is_op(evt: Any) -> bool:
 
 def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
                   on_progress: Callable[[str], None] | None = None,
-                  ceilings: Ceilings | None = None, with_stack: bool = True) -> ProfileResult:
+                  ceilings: Ceilings | None = None, with_stack: bool = True,
+                  trace_path: str | None = None) -> ProfileResult:
     """Profile `iters` forwards (after `warmup`) and return Amdahl-ranked rows, per forward.
 
     `with_stack` records Python calls too, so a kernel written as a plain function (HF's
     `apply_rotary_pos_emb`) is found like one written as a module; it slows the CPU side of the
-    profiled forwards only (device times, and the wall time measured before, are unaffected)."""
+    profiled forwards only (device times, and the wall time measured before, are unaffected).
+    `trace_path` also writes the raw profile as a Chrome trace (chrome://tracing, Perfetto), so
+    every number in the rows can be checked against the timeline it came from."""
     if iters < 1:
         raise ValueError("iters must be at least 1")
     device, model, inputs = loaded.device, loaded.model, loaded.inputs
@@ -215,6 +218,9 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
         raise UserError("profiling ran out of GPU memory: try --size small or --dtype bf16") from e
     finally:
         ranges.close()
+    if trace_path:
+        say(f"writing the trace to {trace_path}")
+        prof.export_chrome_trace(str(trace_path))
     say("measuring device ceilings" if ceilings is None else "attributing")
     ceil = ceilings or _ceilings(device)
     say("attributing time to kernel types")

@@ -68,8 +68,11 @@ def test_session_is_stored_and_listed(llama_run):
 def test_table_and_newest_first(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_MODEL_SIZE", "small")
     db = str(tmp_path / "s.db")
-    for _ in range(2):
-        assert cli.main(["profile", "convnet", "--device", "cpu", "--db", db, "--iters", "1", "--warmup", "0"]) == 0
+    trace = tmp_path / "trace.json"
+    for extra in (["--trace", str(trace)], []):
+        assert cli.main(["profile", "convnet", "--device", "cpu", "--db", db, "--iters", "1", "--warmup", "0", *extra]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("name") == "aten::conv2d" for e in events)
     out = capsys.readouterr().out
     assert "aten::conv2d" in out and "share" in out
     assert cli.main(["sessions", "--db", db, "--json"]) == 0

@@ -33,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=5, metavar="N", help="profiled forwards (default 5)")
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="forwards before timing (default 3)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows in the table (default 20; --json has all)")
+    p.add_argument("--trace", metavar="PATH", default=None,
+                   help="also write the raw profile as a Chrome trace (open in Perfetto or chrome://tracing)")
 
 
 def resolve_model_path(ref: str | None) -> Path:
@@ -93,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     device = resolve_device(args.device)
+    trace = None
+    if args.trace:
+        trace = Path(args.trace).expanduser()
+        if not trace.parent.is_dir():
+            raise UserError(f"--trace {args.trace}: folder {trace.parent} does not exist")
     store = open_store(args)
     sid = store.create_session(ev.SessionStarted(
         kind="profile", model=str(path.resolve()), device=device, device_name=device_name(device),
@@ -109,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
             loaded = load_model(path, device, size=args.size, dtype=args.dtype)
             result = profile_model(loaded, warmup=args.warmup, iters=args.iters,
-                                   on_progress=lambda msg: spinner.update(msg))
+                                   on_progress=lambda msg: spinner.update(msg), trace_path=trace)
         rows = [r.to_json() for r in result.rows]
         rec.emit(ev.ProfileReady(device=result.device, total_ms=result.total_ms, rows=rows))
         status = "completed"
