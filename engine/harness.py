@@ -44,11 +44,15 @@ ALLOWED_OPS = frozenset({
     "view", "_unsafe_view", "reshape", "as_strided", "alias", "detach", "lift_fresh", "t", "transpose",
     "permute", "expand", "unsqueeze", "squeeze", "select", "slice", "narrow", "unbind", "split",
     "split_with_sizes", "chunk", "view_as", "flatten", "unflatten", "contiguous", "clone", "copy_",
-    "_to_copy", "to", "resize_", "_local_scalar_dense", "item", "is_nonzero", "set_", "record_stream",
+    "_to_copy", "to", "resize_", "set_", "record_stream",
     "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "_reshape_alias", "as_strided_",
     "empty_permuted", "_has_compatible_shallow_copy_type", "is_same_size", "size", "stride",
-    "storage_offset", "numel", "dim", "_unsafe_index", "equal",
+    "storage_offset", "numel", "dim", "_unsafe_index",
 })
+
+# Ops that bring tensor values to the host or compare whole tensors. A kernel has no use for them;
+# a cache that recognises an input it has seen before (and skips the work when timed) needs them.
+HOST_READ_OPS = frozenset({"_local_scalar_dense", "item", "is_nonzero", "equal", "allclose", "tolist"})
 
 
 class CandidateError(Exception):
@@ -239,10 +243,19 @@ def make_args(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str) -> 
     return tuple(ctx.spec.make_inputs(shape, dtype, ctx.device, gen, mode))
 
 
+def _dynamo_frames() -> int:
+    """Frames torch.compile has compiled in this process (a candidate must not add any)."""
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    if dynamo is None:
+        return 0
+    return int(sum(dynamo.counters["frames"].values()))
+
+
 def call_watched(ctx: CheckContext, args: tuple) -> Any:
     """Call the candidate, recording its PyTorch ops and counting its kernel launches."""
     tracker = launch_tracker()
     before = tracker.launches
+    frames_before = _dynamo_frames()
     rec = _OpRecorder()
     tracker.recorder = rec
     try:
@@ -251,6 +264,12 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
         _sync(ctx.device)
     finally:
         tracker.recorder = None
+    if _dynamo_frames() > frames_before:
+        raise TrialFailure("runs torch.compile: PyTorch (Inductor) computes the result, not a kernel of its own")
+    host_reads = sorted({op for op in rec.ops if op in HOST_READ_OPS})
+    if host_reads:
+        raise TrialFailure(f"reads tensor values on the host (aten::{host_reads[0]}): a kernel's work must not depend "
+                           "on Python looking at the data (that is how a result cache recognises its inputs)")
     compute_ops = sorted({op for op in rec.ops if op not in ALLOWED_OPS})
     if set(compute_ops) & {o.removeprefix("aten::") for o in ctx.spec.forbidden_ops}:
         hit = sorted(set(compute_ops) & {o.removeprefix("aten::") for o in ctx.spec.forbidden_ops})
@@ -385,10 +404,42 @@ def _sweep_shapes(ctx: CheckContext) -> tuple[list[dict], int]:
     return shapes, skipped
 
 
+def _refill(args: tuple, fresh: tuple) -> None:
+    """New values into the same tensor objects, leaving id, data_ptr and version counter as they were
+    (`.data` has its own version counter), so nothing but the data itself tells the calls apart."""
+    for a, b in zip(args, fresh):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            a.data.copy_(b)
+
+
+def reuse_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> None:
+    """Two calls on the same tensor objects with new values in between: the second answer must follow
+    the new values (a cache keyed on the tensor, its address or its version fails), and the first
+    answer must be left as it was (a kernel that returns one shared output buffer fails)."""
+    where = f"{_fmt_shape(shape)}, {_dtype_name(dtype)}"
+    args = make_args(ctx, shape, dtype, "normal")
+    ref1 = ctx.spec.reference(*_upcast(args))
+    out1 = call_watched(ctx, args)
+    compare(ctx, out1, ref1, dtype, "normal", where)
+    kept = out1.detach().clone()
+    _refill(args, make_args(ctx, shape, dtype, "normal"))
+    ref2 = ctx.spec.reference(*_upcast(args))
+    out2 = call_watched(ctx, args)
+    try:
+        compare(ctx, out2, ref2, dtype, "normal", where)
+    except TrialFailure as e:
+        raise TrialFailure(f"called again on the same tensors holding new values, it answered for the old ones "
+                           f"(a result cache): {e}") from None
+    if out1.shape != kept.shape or not torch.equal(out1.detach(), kept):
+        raise TrialFailure(f"{where}: the next call overwrote the output of the previous one "
+                           "(kernel_fn returns a shared buffer, not a fresh output)")
+
+
 def stage_shape_sweep(ctx: CheckContext) -> str:
     shapes, skipped = _sweep_shapes(ctx)
     # The smoke shape again, on fresh inputs: a kernel that caches its first answer fails here.
     trial(ctx, ctx.spec.smoke_shape, _dtypes(ctx)[0])
+    reuse_trial(ctx, ctx.spec.smoke_shape, _dtypes(ctx)[0])
     for shape in shapes:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype)
