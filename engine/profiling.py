@@ -218,13 +218,14 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
         raise UserError("profiling ran out of GPU memory: try --size small or --dtype bf16") from e
     finally:
         ranges.close()
+    events = prof.events()  # parsed before any export: exporting first leaves torch's results unreadable
     if trace_path:
         say(f"writing the trace to {trace_path}")
         prof.export_chrome_trace(str(trace_path))
     say("measuring device ceilings" if ceilings is None else "attributing")
     ceil = ceilings or _ceilings(device)
     say("attributing time to kernel types")
-    rows = attribute(prof.events(), ranges, device, iters, wall_ms, ceil)
+    rows = attribute(events, ranges, device, iters, wall_ms, ceil)
     attributed = sum(r.self_ms for r in rows)
     total = max(wall_ms, attributed)
     for r in rows:
