@@ -1,11 +1,14 @@
 """Honest timing of a kernel against PyTorch eager and torch.compile, in one process and one run.
 
-On a GPU: `triton.testing.do_bench` (warm-up, L2 flushed before every run, median of many), with
-inputs rotated among enough sets that together they are several times the L2, and random data.
-Each median is cross-checked by a wall-clock time of a batch of calls closed by a whole-device
-synchronize: work a kernel leaves on a side stream is invisible to events on the default stream
-but not to the wall clock, so when the two disagree the wall-clock figure is the one reported.
-After timing, the candidate's output on a timed input is checked again against the reference.
+On a GPU: CUDA events on the default stream around each call, warm-up first, the median of many
+calls; before every timed call (outside the timed region) the inputs are negated in place and the
+L2 is flushed, and the inputs rotate among enough sets that together they are several times the L2.
+The negation keeps the tensor objects, addresses and version counters, so a kernel that caches
+results by anything but the data itself is timed on stale answers, and the last timed call's
+output is checked against the reference for the values its inputs held. Each median is
+cross-checked by a wall-clock time of a batch of calls closed by a whole-device synchronize: work
+a kernel leaves on a side stream is invisible to events on the default stream but not to the wall
+clock, so when the two disagree the wall-clock figure is the one reported.
 On CPU (Triton's interpreter) the same numbers are taken but marked not meaningful, and
 torch.compile is not timed.
 
@@ -65,33 +68,103 @@ def _rotating(fn: Callable[..., Any], sets: list[tuple]) -> Callable[[], Any]:
     return call
 
 
-def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str) -> tuple[float, str]:
-    """Median ms of one call, and a note when the wall clock had to overrule the device events."""
-    call = _rotating(fn, sets)
+_FLUSH: dict[str, torch.Tensor] = {}
+
+
+def _flush_l2(device: str) -> None:
+    """Write a buffer larger than the L2, so no input or output of the last call is still cached."""
     if device != "cuda":
-        call()  # warm-up (and the interpreter's first-call work)
-        samples = []
+        return
+    buf = _FLUSH.get(device)
+    if buf is None:
+        buf = _FLUSH[device] = torch.empty(4 * L2_BYTES, dtype=torch.int8, device=device)
+    buf.zero_()
+
+
+def _flip(args: tuple, data_args: tuple[int, ...]) -> None:
+    """Negate the data inputs in place (exact, reversible, and the random inputs keep their
+    distribution), through `.data` so the tensor objects, addresses and version counters stay the
+    same: only a kernel that reads the data can know the values changed, so a cache is useless."""
+    for i in data_args:
+        if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].is_floating_point():
+            args[i].data.neg_()
+
+
+def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: tuple[int, ...] = (0,),
+               rep_ms: float = 100.0) -> tuple[float, Any, tuple]:
+    """Median ms of one call. Before each timed call, outside the timed region, the inputs get new
+    values and the L2 is flushed; each call is timed alone (CUDA events on the default stream; the
+    wall clock on CPU). Returns (median, the last call's output, the inputs it was given), so the
+    caller can check that what was timed computed the right thing."""
+    state = {"i": 0}
+
+    def one() -> tuple[float, Any, tuple, Any]:
+        args = sets[state["i"] % len(sets)]
+        state["i"] += 1
+        _flip(args, data_args)
+        if device == "cuda":
+            _flush_l2(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = fn(*args)
+            end.record()
+            return -1.0, out, args, (start, end)
+        t0 = time.perf_counter()
+        out = fn(*args)
+        return (time.perf_counter() - t0) * 1e3, out, args, None
+
+    if device != "cuda":
+        one()  # warm-up (and the interpreter's first-call work)
+        samples, last = [], None
         budget = time.perf_counter() + 2.0
         while len(samples) < 3 or (time.perf_counter() < budget and len(samples) < 20):
-            t0 = time.perf_counter()
-            call()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(samples), ""
-    from triton.testing import do_bench
+            ms, out, args, _ = one()
+            samples.append(ms)
+            last = (out, args)
+        return statistics.median(samples), last[0], last[1]
+    # Warm up and estimate, then as many timed calls as fit in rep_ms (10 to 1000).
+    for _ in range(3):
+        one()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(5):
+        one()
+    torch.cuda.synchronize()
+    per_call = (time.perf_counter() - t0) * 1e3 / 5
+    n = max(10, min(1000, int(rep_ms / max(per_call, 1e-3))))
+    pairs, out, args = [], None, ()
+    for _ in range(n):
+        _, out, args, ev = one()
+        pairs.append(ev)
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in pairs), out, args
 
-    event_ms = float(do_bench(call, warmup=25, rep=100, return_mode="median"))
-    # Wall clock over a batch closed by a whole-device synchronize: catches side-stream work.
-    n = max(5, min(200, int(50 / max(event_ms, 1e-3))))
+
+def wall_clock_ms(fn: Callable[..., Any], sets: list[tuple], n: int) -> float:
+    """ms per call over a batch closed by a whole-device synchronize: work that a kernel leaves on a
+    side stream is invisible to events on the default stream, but not to this."""
+    call = _rotating(fn, sets)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(n):
         call()
     torch.cuda.synchronize()
-    wall_ms = (time.perf_counter() - t0) * 1e3 / n
+    return (time.perf_counter() - t0) * 1e3 / n
+
+
+def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: tuple[int, ...] = (0,),
+            ) -> tuple[float, str, Any, tuple]:
+    """Median ms of one call, a note when the wall clock had to overrule the device events, and the
+    last timed call's output with its inputs (see `time_calls`)."""
+    event_ms, out, args = time_calls(fn, sets, device, data_args)
+    if device != "cuda":
+        return event_ms, "", out, args
+    n = max(5, min(200, int(50 / max(event_ms, 1e-3))))
+    wall_ms = wall_clock_ms(fn, sets, n)
     if wall_ms > SIDE_STREAM_SLACK * event_ms + 0.05:
         return wall_ms, (f"wall-clock {wall_ms:.4f} ms vs events {event_ms:.4f} ms: work escapes the timed stream "
-                         f"(or launch-bound); the wall-clock time is reported")
-    return event_ms, ""
+                         f"(or launch-bound); the wall-clock time is reported"), out, args
+    return event_ms, "", out, args
 
 
 def compiled_reference(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
@@ -120,10 +193,10 @@ def _achieved(spec: KernelSpec, shape: dict, dtype: torch.dtype, ms: float) -> f
     return spec.bytes_moved(shape, dtype) / (ms * 1e-3) / 1e9
 
 
-def _check_timed_output(spec: KernelSpec, fn: Callable, args: tuple, dtype: torch.dtype) -> None:
-    """The timed runs must have computed the right thing (not a cached or side-stream shortcut)."""
-    out = fn(*args)
-    if out is not None and isinstance(out, torch.Tensor) and out.is_cuda:
+def check_timed_output(spec: KernelSpec, out: Any, args: tuple, dtype: torch.dtype) -> None:
+    """The output of the last timed call must be right for the values its inputs held then (not a
+    cached, stale or side-stream shortcut that only the check's calls get right)."""
+    if isinstance(out, torch.Tensor) and out.is_cuda:
         torch.cuda.synchronize()
     ref = spec.reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
     atol, rtol = spec.tolerance(dtype)
@@ -138,15 +211,16 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
     ceil = device_ceilings(device)
     sets = input_sets(spec, shape, dtype, device)
     kernel_fn(*sets[0])  # compile / autotune outside the timing
-    kernel_ms, note = time_ms(kernel_fn, sets, device)
-    _check_timed_output(spec, kernel_fn, sets[-1], dtype)
-    eager_ms, _ = time_ms(spec.reference, sets, device)
+    kernel_ms, note, out, args = time_ms(kernel_fn, sets, device, spec.data_args)
+    check_timed_output(spec, out, args, dtype)
+    del out
+    eager_ms, _, _, _ = time_ms(spec.reference, sets, device, spec.data_args)
     with_compile = (device == "cuda") if with_compile is None else with_compile
     compile_ms, why = None, ""
     if with_compile:
         fn, why, _ = compiled_reference(spec, shape, dtype, sets[0])
         if fn is not None:
-            compile_ms, _ = time_ms(fn, sets, device)
+            compile_ms, _, _, _ = time_ms(fn, sets, device, spec.data_args)
     else:
         why = "torch.compile is not timed on CPU"
     ceiling = ceil.tflops(dtype) if spec.metric == "TFLOP/s" else ceil.bandwidth_gbs
