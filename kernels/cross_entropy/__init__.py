@@ -54,6 +54,8 @@ SPEC = KernelSpec(
     sweep_shapes=(
         {"rows": 4, "vocab": 512},
         {"rows": 37, "vocab": 3001},
+        {"rows": 2, "vocab": 32000},
+        {"rows": 1, "vocab": 50257},
         {"rows": 64, "vocab": 32000},
         {"rows": 16, "vocab": 50257},
         {"rows": 8, "vocab": 128256},
@@ -66,7 +68,7 @@ SPEC = KernelSpec(
         {"rows": 1, "vocab": 2},
         {"rows": 3, "vocab": 7},
         {"rows": 5, "vocab": 4097},
-        {"rows": 129, "vocab": 33},
+        {"rows": 31, "vocab": 33},
     ),
     bench_shapes=(
         {"rows": 1024, "vocab": 32000},

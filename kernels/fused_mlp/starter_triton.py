@@ -19,7 +19,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 def _configs(tiles):
     if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
+        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
     return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
             for m, n, k, w, s in tiles]
 

@@ -20,7 +20,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 def _configs():
     if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
+        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
     tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
         (128, 256, 64, 8, 3),
         (256, 128, 64, 8, 3),
