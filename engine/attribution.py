@@ -360,6 +360,14 @@ def op_cost(op: OpCall) -> tuple[int, int]:
     return in_bytes + out * esize, out
 
 
+def cost_known(op: OpCall) -> bool:
+    """Whether `op_cost` can say what the op moves: not for ops on tensor lists (cat, stack), whose
+    shapes the profiler does not record."""
+    if op.short in VIEW_OPS:
+        return True
+    return not any(d == "TensorList" for d in op.dtypes) or bool(op.tensor_args())
+
+
 # -- a call in a kernel spec's terms ----------------------------------------------------------------
 def _rows_cols(ops: Sequence[OpCall], names: set[str]) -> dict[str, int] | None:
     """rows/cols of a row-wise kernel from its reduction op (the biggest one), any reduced dims."""

@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from . import amdahl
 from .attribution import (
-    TORCH_DTYPES, OpCall, classify_function, classify_module, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
+    TORCH_DTYPES, OpCall, classify_function, classify_module, cost_known, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
 )
 from .devices import device_name as _device_name
 from .model_loading import LoadedModel
@@ -450,7 +450,11 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
             dt = main_dtype(c.ops)
             if dt:
                 dtypes.add(dt)
-            b, f = _cost(kind, spec, c.ops, dt)
+            cost = _cost(kind, spec, c.ops, dt)
+            if cost is None:  # what it moves is unknown: claim no speedup for this call
+                floor += c.time_us / 1e3
+                continue
+            b, f = cost
             bytes_ += b
             flops += f
             floor += _floor_ms(b, f, dt or "fp32", ceil)
@@ -487,9 +491,9 @@ def _spec(kind: str):
         return None
 
 
-def _cost(kind: str, spec, ops: list[OpCall], dtype: str | None) -> tuple[int, int]:
+def _cost(kind: str, spec, ops: list[OpCall], dtype: str | None) -> tuple[int, int] | None:
     """Bytes and FLOPs of one call: the spec's formula on its shape when there is one (what a fused
-    kernel must do), else the sum over the operators it ran."""
+    kernel must do), else the sum over the operators it ran; None when that cannot be known."""
     if spec is not None and dtype in TORCH_DTYPES and exact_spec_shape(kind, ops):
         shape = kernel_shape(kind, ops)
         if shape:
@@ -497,6 +501,8 @@ def _cost(kind: str, spec, ops: list[OpCall], dtype: str | None) -> tuple[int, i
                 return int(spec.bytes_moved(shape, TORCH_DTYPES[dtype])), int(spec.flops(shape, TORCH_DTYPES[dtype]))
             except Exception:  # a spec formula that does not take this shape: fall back to the ops
                 pass
+    if not all(cost_known(op) for op in ops):
+        return None
     b = f = 0
     for op in ops:
         ob, of = op_cost(op)

@@ -291,3 +291,13 @@ def test_a_norm_module_that_calls_a_norm_function_is_one_row(tmp_path):
     rms_rows = [r for r in result.rows if r.kind == "rmsnorm"]
     assert [r.name for r in rms_rows] == ["RMSNorm"] and rms_rows[0].calls == 1
     assert {r.name for r in result.rows} <= {"RMSNorm", "aten::linear"}
+
+
+def test_unknown_traffic_claims_no_speedup():
+    """torch.profiler records no shapes for tensor lists: a cat's floor is unknown, so s is 1, not infinite."""
+    from autokernel.engine.attribution import cost_known
+
+    cat = OpCall("aten::cat", [[], []], ["TensorList", "Scalar"], [None, -1])
+    assert not cost_known(cat)
+    assert cost_known(OpCall("aten::view", [[4, 5], []], ["float", "ScalarList"], [None, [20]]))
+    assert cost_known(OpCall("aten::mul", [[4, 5], [4, 5]], ["float", "float"], [None, None]))

@@ -33,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--iters", type=int, default=5, metavar="N", help="profiled forwards (default 5)")
     p.add_argument("--warmup", type=int, default=3, metavar="N", help="forwards before timing (default 3)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows in the table (default 20; --json has all)")
+    p.add_argument("--no-stacks", action="store_true",
+                   help="skip Python stacks: kernels written as plain functions are then split into their operators")
     p.add_argument("--trace", metavar="PATH", default=None,
                    help="also write the raw profile as a Chrome trace (open in Perfetto or chrome://tracing)")
 
@@ -116,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
 
             loaded = load_model(path, device, size=args.size, dtype=args.dtype)
             result = profile_model(loaded, warmup=args.warmup, iters=args.iters,
-                                   on_progress=lambda msg: spinner.update(msg), trace_path=trace)
+                                   on_progress=lambda msg: spinner.update(msg), trace_path=trace,
+                                   with_stack=not args.no_stacks)
         rows = [r.to_json() for r in result.rows]
         rec.emit(ev.ProfileReady(device=result.device, total_ms=result.total_ms, rows=rows))
         status = "completed"
