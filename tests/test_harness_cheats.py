@@ -1,0 +1,51 @@
+"""Cheats that survive fresh random inputs, the input-unchanged check and the op recorder's list of
+compute ops, each caught (tests/cheat_candidates/): caches that recognise their inputs by the
+tensor object, address, version counter or by reading values on the host, a shared output buffer,
+torch.compile inside kernel_fn, and a cache used only while nobody watches (caught by the timer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine.worker import Worker
+from autokernel.kernels import get_spec
+
+CHEATS = Path(__file__).parent / "cheat_candidates"
+
+# candidate -> (stage it must fail at, words the reason must contain)
+EXPECTED = {
+    "weakref_cache.py": ("shape_sweep", "answered for the old ones"),
+    "version_cache.py": ("shape_sweep", "answered for the old ones"),
+    "shared_buffer.py": ("shape_sweep", "overwrote the output of the previous one"),
+    "equal_cache.py": ("shape_sweep", "reads tensor values on the host (aten::equal)"),
+    "item_fingerprint.py": ("smoke", "reads tensor values on the host (aten::_local_scalar_dense)"),
+    "compiled_ref.py": ("smoke", "runs torch.compile"),
+}
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = Worker(device="cpu")
+    yield w
+    w.close()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_cheat_fails_at_the_right_stage(worker, name):
+    stage, words = EXPECTED[name]
+    report = worker.check(str(CHEATS / name), kernel="softmax")
+    bad = report.first_failure
+    assert bad is not None and (bad.name, bad.status) == (stage, "fail"), f"{name}: {report.to_json()}"
+    assert words in bad.detail, f"{name}: {bad.detail}"
+
+
+def test_a_cache_used_only_when_unwatched_is_caught_by_the_timer(worker):
+    path = str(CHEATS / "timed_cache.py")  # honest while a dispatch mode watches (the whole check passes)
+    with pytest.raises(RuntimeError, match="output of a timed call is wrong"):
+        worker.bench(path, kernel="softmax", shapes=[{"rows": 16, "cols": 256}], dtype="fp32")
+    # the starter, timed the same way, is right on every timed call
+    starter = str(get_spec("softmax").starters["triton"])
+    (rec,) = worker.bench(starter, kernel="softmax", shapes=[{"rows": 16, "cols": 256}], dtype="fp32")
+    assert rec.kernel_ms > 0 and rec.meaningful is False
