@@ -3,10 +3,11 @@
 Each program computes one BLOCK_M x BLOCK_N tile of C, walking K in BLOCK_K steps; programs are
 ordered in groups of GROUP_M tile-rows so neighbouring programs share A and B tiles in L2. The
 K loop is unmasked when K is a multiple of BLOCK_K. fp32 inputs are multiplied in IEEE fp32
-(the spec's fp32 tolerance does not admit TF32). Under TRITON_INTERPRET=1 (CPU) a single small
-config is used, since autotuning would run every config in the interpreter, and bf16 tiles are
-widened to fp32 before tl.dot (the interpreter's bf16 dot returns garbage; exact, since the
-product of two bf16 values fits in fp32).
+(the spec's fp32 tolerance does not admit TF32). Big problems are autotuned over a few H100 tiles;
+small ones, and everything under TRITON_INTERPRET=1 (CPU, where autotuning would run every config
+in the interpreter), use one small tile. Under the interpreter bf16 tiles are widened to fp32
+before tl.dot (the interpreter's bf16 dot returns garbage; exact, since the product of two bf16
+values fits in fp32).
 """
 
 import os
@@ -17,26 +18,19 @@ import triton.language as tl
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
-
-def _configs():
-    if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
-    tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
-        (128, 256, 64, 8, 3),
-        (256, 128, 64, 8, 3),
-        (128, 128, 64, 8, 4),
-        (128, 128, 64, 4, 4),
-        (128, 64, 64, 4, 4),
-        (64, 128, 64, 4, 4),
-        (128, 128, 32, 4, 4),
-        (64, 64, 32, 4, 5),
-        (32, 64, 32, 2, 5),
-    ]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-            for m, n, k, w, s in tiles]
+# Autotuned on a GPU for problems big enough to repay it (each config is compiled per dtype, then
+# timed); small problems, and everything under the interpreter, use SMALL_TILE directly.
+TUNED_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): H100 bf16/fp16 favourites first
+    (128, 256, 64, 8, 3),
+    (128, 128, 64, 8, 4),
+    (128, 128, 64, 4, 4),
+    (64, 128, 64, 4, 4),
+    (64, 64, 32, 4, 4),  # fits fp32 (IEEE) shared-memory budgets
+]
+SMALL_TILE = ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
+AUTOTUNE_MIN_WORK = 1 << 24  # M*N*K below this (256**3) is launch-bound: no autotuning
 
 
-@triton.autotune(configs=_configs(), key=["M", "N", "K", "IEEE", "UPCAST"])
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
@@ -86,6 +80,13 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+_matmul_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=st)
+             for m, n, k, w, st in TUNED_TILES],
+    key=["M", "N", "K", "IEEE", "UPCAST"],
+)(_matmul_kernel)
+
+
 def matmul(a, b, out=None):
     """a [M, K] @ b [K, N] into a new (or the given) [M, N] tensor of a's dtype; any strides."""
     M, K = a.shape
@@ -96,9 +97,13 @@ def matmul(a, b, out=None):
     if K == 0:
         return c.fill_(0)
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                         c.stride(0), c.stride(1), IEEE=a.dtype == torch.float32,
-                         UPCAST=INTERPRETED and a.dtype == torch.bfloat16)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    flags = dict(IEEE=a.dtype == torch.float32, UPCAST=INTERPRETED and a.dtype == torch.bfloat16)
+    if INTERPRETED or M * N * K < AUTOTUNE_MIN_WORK:
+        tile, warps, stages = SMALL_TILE
+        _matmul_kernel[grid](*args, **flags, **tile, num_warps=warps, num_stages=stages)
+    else:
+        _matmul_tuned[grid](*args, **flags)
     return c
 
 
