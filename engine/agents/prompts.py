@@ -1,0 +1,174 @@
+"""The LLM agent's prompt: everything measured so far, in a compact text a model can act on.
+
+Kept apart from `llm.py` so the prompt can be read, tested and tuned without litellm. The model is
+asked for a strict answer format (`TIER:`/`TITLE:`/`HYPOTHESIS:` lines and one fenced ```python
+block per variant) that `llm_answers.py` parses.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from .base import TIERS, AgentContext, Measurement, Tried
+
+IDEAS_PER_TIER = 2  # ideas tried at a tier before the prompt points the model at the next one
+HISTORY_IDEAS = 30  # the most recent ideas shown in full; older ones are only counted
+FAILURE_CHARS = 160  # a failed variant's reason is cut to this many characters
+
+SYSTEM_PROMPT = """\
+You are an expert GPU kernel engineer. You write faster kernels (Triton, or CUDA C++ built through \
+torch.utils.cpp_extension) for one operation of a PyTorch model. A harness checks every kernel you \
+write against a float64 reference over many shapes, dtypes and numerical regimes, then times it \
+against PyTorch eager and torch.compile. Only correct kernels count; a faster wrong kernel is worth nothing.
+
+Rules for every candidate file:
+- It is one complete, self-contained Python file that defines `kernel_fn` with exactly the given signature.
+- It launches its own kernel (a @triton.jit function, or CUDA C++ through torch.utils.cpp_extension). \
+It may allocate outputs, make views and copies, but must not call a PyTorch op that computes the \
+result (no torch.softmax, torch.matmul, F.layer_norm, ..., and no torch math on the data).
+- It handles any shape the spec allows (odd sizes, sizes of 1, non-contiguous inputs), every dtype, \
+and never changes its inputs.
+- No file, network or process access, no eval/exec.
+
+Answer format (strict, nothing else is read):
+TIER: <playbook tier number 1-6>
+TITLE: <a few words naming the change>
+HYPOTHESIS: <one or two sentences: what the measurements show and why this change should be faster>
+VARIANT: <short label, e.g. BLOCK_N=2048, num_warps=8>
+```python
+<the complete candidate file>
+```
+Repeat VARIANT + code block for more variants of the same idea, and repeat the whole block for more ideas.
+"""
+
+RETRY_PROMPT = """\
+Your previous answer could not be used: {reason}
+Answer again in the required format: TIER:, TITLE:, HYPOTHESIS: lines, then one ```python block per \
+variant holding the complete file that defines {signature}."""
+
+
+def current_tier(history: list[Tried], per_tier: int = IDEAS_PER_TIER) -> int:
+    """The lowest tier with fewer than `per_tier` ideas tried (6 once every tier has had its turn)."""
+    counts: dict[int, int] = {}
+    for t in history:
+        counts[t.tier] = counts.get(t.tier, 0) + 1
+    for tier in sorted(TIERS):
+        if counts.get(tier, 0) < per_tier:
+            return tier
+    return max(TIERS)
+
+
+def playbook_pages() -> dict[int, tuple[str, str]]:
+    """{tier: (name, Markdown text)} from `autokernel.playbook`; the bare tier names if it is missing."""
+    try:
+        from autokernel.playbook import tiers
+    except ImportError:
+        return {n: (name, "") for n, name in TIERS.items()}
+    pages = {t.number: (t.name, t.text) for t in tiers()}
+    return pages or {n: (name, "") for n, name in TIERS.items()}
+
+
+def describe_measurement(m: Measurement | None) -> str:
+    """One line: verdict, time, % of the device ceiling, speedups."""
+    if m is None:
+        return "not measured yet"
+    if not m.passed:
+        return f"FAILED {_cut(m.failure, FAILURE_CHARS)}"
+    parts = [f"{m.kernel_ms:.4g} ms" if m.kernel_ms is not None else "passed (no timing)"]
+    if m.fraction_of_ceiling is not None:
+        parts.append(f"{100 * m.fraction_of_ceiling:.1f}% of the device ceiling")
+    if m.speedup_eager is not None:
+        parts.append(f"{m.speedup_eager:.3g}x vs eager")
+    if m.speedup_compile is not None:
+        parts.append(f"{m.speedup_compile:.3g}x vs torch.compile")
+    return ", ".join(parts)
+
+
+def describe_history(history: list[Tried], limit: int = HISTORY_IDEAS) -> str:
+    """Ideas already tried, oldest first, one line per variant (failures with stage and reason)."""
+    if not history:
+        return "(nothing tried yet on this target)"
+    shown = history[-limit:]
+    lines = []
+    if len(history) > len(shown):
+        lines.append(f"({len(history) - len(shown)} older ideas not shown)")
+    for t in shown:
+        lines.append(f"- [tier {t.tier}] {t.title} (on {t.parent_id or 'the starter'}): {_cut(t.hypothesis, 200)}")
+        for r in t.results:
+            label = r.label or r.candidate_id
+            lines.append(f"    {r.candidate_id} {label}: {describe_measurement(r)}")
+    return "\n".join(lines)
+
+
+def spec_section(spec: Any, ctx: AgentContext) -> str:
+    """The operation: name, signature, summary, the reference's source, notes, target shape/dtype/device."""
+    signature = getattr(spec, "signature", "") or "kernel_fn(...)"
+    lines = [
+        f"Operation: {getattr(spec, 'name', ctx.kernel)}",
+        f"Signature to define: {signature}",
+    ]
+    if getattr(spec, "summary", ""):
+        lines.append(f"Computes: {spec.summary}")
+    shape = ", ".join(f"{k}={v}" for k, v in (ctx.shape or {}).items())
+    lines.append(f"Target (from the user's model): shape {shape or '?'}, dtype {ctx.dtype}")
+    lines.append(f"Device: {ctx.device_name or ctx.device} ({ctx.device}); backend: {ctx.backend}")
+    if ctx.device != "cuda":
+        lines.append("(No GPU here: Triton runs under its CPU interpreter, so timings are not meaningful; "
+                     "write the kernel you would run on the GPU.)")
+    forbidden = sorted(getattr(spec, "forbidden_ops", ()) or ())
+    if forbidden:
+        lines.append(f"Calling any of these counts as calling the reference: {', '.join(forbidden)}")
+    reference = _source_of(getattr(spec, "reference", None))
+    if reference:
+        lines += ["", "Reference implementation (PyTorch; your kernel must match it):", "```python", reference, "```"]
+    if getattr(spec, "notes", ""):
+        lines += ["", f"Notes: {spec.notes}"]
+    return "\n".join(lines)
+
+
+def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]] | None = None) -> str:
+    """The user message for one `propose` call."""
+    pages = playbook_pages() if pages is None else pages
+    tier = current_tier(ctx.history)
+    name, text = pages.get(tier, (TIERS.get(tier, ""), ""))
+    sections = [
+        "# The operation",
+        spec_section(spec, ctx),
+        "",
+        f"# The parent kernel ({ctx.parent_id or 'starter'}) you build on",
+        f"Measured: {describe_measurement(ctx.parent_measurement)}",
+    ]
+    if ctx.parent_params:
+        sections.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in ctx.parent_params.items()))
+    sections += ["```python", ctx.parent_source.rstrip(), "```", ""]
+    if ctx.best is not None:
+        sections.append(f"Best so far: {ctx.best.candidate_id} {describe_measurement(ctx.best)}")
+    if ctx.pool:
+        sections.append("Best kernels kept: " + "; ".join(
+            f"{cid} ({m.label or 'no label'}): {describe_measurement(m)}" for cid, m in ctx.pool))
+    sections += ["", "# Ideas already tried on this target (do not repeat them)", describe_history(ctx.history), ""]
+    others = ", ".join(f"{n} {pages.get(n, (TIERS[n], ''))[0]}" for n in sorted(TIERS) if n != tier)
+    sections += [f"# Playbook: tier {tier} ({name}) is the current tier", text.strip() or "(no page)",
+                 f"Other tiers: {others}. Move to another tier when the measurements point there.", ""]
+    if ctx.hint:
+        sections += ["# The engineer watching asks", ctx.hint, ""]
+    sections.append(
+        f"# Your task (round {ctx.round})\nPropose up to {ctx.max_ideas} new ideas, each with up to "
+        f"{ctx.max_variants} variants, that should make {getattr(spec, 'signature', 'kernel_fn')} faster than "
+        f"the parent on the target shape and dtype while staying correct. Use the answer format exactly.")
+    return "\n".join(sections)
+
+
+def _source_of(fn: Any) -> str:
+    if fn is None:
+        return ""
+    try:
+        return inspect.getsource(fn).rstrip()
+    except (OSError, TypeError):
+        return ""
+
+
+def _cut(text: str, n: int) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 3] + "..."

@@ -1,0 +1,359 @@
+"""The LLM agent through litellm's real HTTP path, against a scripted OpenAI-compatible server on
+127.0.0.1 (started here, in a thread): good answers, garbage, code that does not parse, the wrong
+signature, answers slower than the timeout, 429 with Retry-After, 500s; token and cost accounting;
+the API key sent to the server but never kept or logged; and one whole optimize session through the
+loop with `agent="openai/test-model"`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine.agents.base import AgentContext, Measurement, Tried
+from autokernel.engine.errors import UserError
+
+SECRET = "sk-test-secret-7f3a9c"
+STARTER = (Path(__file__).resolve().parents[1] / "kernels" / "softmax" / "starter_triton.py").read_text()
+
+GOOD_KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _softmax(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))
+    e = tl.where(mask, e, 0.0)
+    tl.store(y_ptr + row * n_cols + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x):
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    y = torch.empty_like(x2)
+    _softmax[(x2.shape[0],)](x2, y, x2.shape[1], x2.stride(0), BLOCK=triton.next_power_of_2(x2.shape[1]), num_warps=8)
+    return y.reshape(x.shape)
+'''
+
+
+def good_answer(code: str = GOOD_KERNEL, title: str = "Eight warps per row") -> str:
+    return (f"Here is my proposal.\n\n**TIER:** 1\n**TITLE:** {title}\nHYPOTHESIS: the parent reaches 41% of "
+            f"bandwidth with 4 warps;\nmore warps keep more loads in flight.\nVARIANT: num_warps=8\n"
+            f"```python\n{code}```\n")
+
+
+GARBAGE = "I think you should use more warps. Good luck!"
+UNPARSEABLE = good_answer("import triton\n@triton.jit\ndef k(x:\n    pass\ndef kernel_fn(x):\n    return x\n")
+WRONG_SIGNATURE = good_answer(GOOD_KERNEL.replace("def kernel_fn(x):", "def kernel_fn(x, dim):"))
+
+
+class ScriptedLLM:
+    """An OpenAI-compatible /v1/chat/completions that plays a queue of answers and records requests."""
+
+    def __init__(self):
+        self.script: list[dict] = []
+        self.default: dict | None = None
+        self.requests: list[dict] = []
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep the test output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                with outer.lock:
+                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    step = outer.script.pop(0) if outer.script else outer.default
+                if step is None:
+                    step = {"status": 500, "error": "script exhausted"}
+                time.sleep(step.get("delay", 0))
+                try:
+                    if "status" in step:
+                        payload = {"error": {"message": step["error"], "type": "server_error", "code": step["status"]}}
+                        self._send(step["status"], payload, step.get("headers", {}))
+                    else:
+                        self._send(200, {
+                            "id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion",
+                            "created": int(time.time()), "model": body.get("model", "test-model"),
+                            "choices": [{"index": 0, "finish_reason": step.get("finish", "stop"),
+                                         "message": {"role": "assistant", "content": step["content"]}}],
+                            "usage": {"prompt_tokens": step.get("prompt_tokens", 1000),
+                                      "completion_tokens": step.get("completion_tokens", 200),
+                                      "total_tokens": step.get("prompt_tokens", 1000) + step.get("completion_tokens", 200)},
+                        })
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
+                    pass
+
+            def _send(self, status, payload, headers=None):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def play(self, *steps: dict | str) -> None:
+        self.script = [{"content": s} if isinstance(s, str) else s for s in steps]
+        self.requests = []
+
+    def user_messages(self, i: int) -> list[str]:
+        return [m["content"] for m in self.requests[i]["body"]["messages"] if m["role"] == "user"]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def llm_server():
+    server = ScriptedLLM()
+    yield server
+    server.close()
+
+
+def make_agent(server, model="openai/test-model", **kw):
+    from autokernel.engine.agents.llm import LLMAgent
+
+    kw.setdefault("backoff_s", 0.05)
+    kw.setdefault("timeout_s", 20)
+    return LLMAgent(model, api_base=server.api_base, api_key=SECRET, **kw)
+
+
+def softmax_context(**kw) -> AgentContext:
+    parent = Measurement(candidate_id="softmax-0001", label="starter", passed=True, kernel_ms=0.8,
+                         fraction_of_ceiling=0.41, speedup_eager=1.1, speedup_compile=0.9)
+    tried = Tried(tier=1, title="Sixteen warps", hypothesis="more warps", parent_id="softmax-0001",
+                  results=[Measurement(candidate_id="softmax-0002", label="num_warps=16", passed=False,
+                                       failure="edge_cases: max abs error 0.5 at rows=1, cols=1")])
+    fields = dict(kernel="softmax", backend="triton", device="cpu", device_name="test cpu",
+                  shape={"rows": 4096, "cols": 4096}, dtype="bf16", parent_id="softmax-0001", parent_source=STARTER,
+                  parent_params={}, parent_measurement=parent, best=parent, pool=[("softmax-0001", parent)],
+                  history=[tried], round=2, max_ideas=3, max_variants=3, hint="try fewer programs")
+    fields.update(kw)
+    return AgentContext(**fields)
+
+
+def test_good_answer_becomes_an_idea_and_the_prompt_carries_what_was_measured(llm_server):
+    llm_server.play({"content": good_answer(), "prompt_tokens": 1234, "completion_tokens": 321})
+    agent = make_agent(llm_server)
+    ideas = agent.propose(softmax_context())
+    assert len(ideas) == 1 and len(ideas[0].variants) == 1
+    idea = ideas[0]
+    assert (idea.tier, idea.title) == (1, "Eight warps per row")
+    assert idea.hypothesis.startswith("the parent reaches 41% of bandwidth") and "in flight" in idea.hypothesis
+    assert idea.variants[0].source == GOOD_KERNEL and idea.variants[0].label == "num_warps=8"
+    assert agent.failures == [] and agent.retries == []
+    # the request went through litellm's HTTP path with the key in the header
+    (req,) = llm_server.requests
+    assert req["path"] == "/v1/chat/completions" and req["body"]["model"] == "test-model"
+    assert req["headers"]["Authorization"] == f"Bearer {SECRET}"
+    prompt = llm_server.user_messages(0)[0]
+    for expected in ("kernel_fn(x)", "torch.softmax(x.to(work), dim=-1)",  # signature, reference source
+                     "_softmax_rows_kernel",  # the parent's source
+                     "0.8 ms", "41.0% of the device ceiling", "1.1x vs eager", "0.9x vs torch.compile",
+                     "Sixteen warps", "edge_cases: max abs error 0.5",  # history with the failure's stage
+                     "rows=4096, cols=4096, dtype bf16", "try fewer programs", "up to 3 new ideas"):
+        assert expected in prompt, expected
+    system = req["body"]["messages"][0]
+    assert system["role"] == "system" and "TIER:" in system["content"] and "```python" in system["content"]
+    assert "Playbook: tier 1 (launch shape" in prompt or "Playbook: tier 1 (" in prompt  # one tier-1 idea tried so far
+    # usage
+    assert (agent.usage.prompt_tokens, agent.usage.completion_tokens, agent.usage.calls) == (1234, 321, 1)
+    assert agent.usage.cost_usd == 0.0 and "no price" in agent.usage.note
+    assert agent.last_usage.prompt_tokens == 1234
+
+
+def test_bad_answers_are_recorded_and_retried_with_the_error(llm_server):
+    llm_server.play(GARBAGE, UNPARSEABLE, WRONG_SIGNATURE, good_answer())
+    agent = make_agent(llm_server, fix_attempts=3)
+    ideas = agent.propose(softmax_context())
+    assert [i.title for i in ideas] == ["Eight warps per row"]
+    reasons = [f.reason for f in agent.failures]
+    assert len(reasons) == 3, reasons
+    assert "no ```python code block" in reasons[0]
+    assert "does not parse: line 3" in reasons[1]
+    assert "wrong signature: kernel_fn(x, dim)" in reasons[2] and "expected kernel_fn(x)" in reasons[2]
+    assert agent.failures[0].excerpt == GARBAGE and [f.attempt for f in agent.failures] == [0, 1, 2]
+    # each retry carries the whole conversation and the reason the last answer was refused
+    assert len(llm_server.requests) == 4
+    assert "no ```python code block" in llm_server.user_messages(1)[-1]
+    assert "does not parse" in llm_server.user_messages(2)[-1]
+    assert "wrong signature" in llm_server.user_messages(3)[-1]
+    assert len(llm_server.requests[3]["body"]["messages"]) == 2 + 2 * 3
+    assert agent.usage.calls == 4 and agent.last_usage.calls == 4
+
+
+def test_only_bad_answers_fail_the_proposal_after_bounded_retries(llm_server):
+    from autokernel.engine.agents.llm import ProposalFailed
+
+    llm_server.play(GARBAGE, "```python\n```", good_answer())
+    agent = make_agent(llm_server, fix_attempts=1)
+    with pytest.raises(ProposalFailed, match="2 answers .* had no usable kernel"):
+        agent.propose(softmax_context())
+    assert len(llm_server.requests) == 2 and len(agent.last_failures) == 2
+    assert "empty" in agent.last_failures[1].reason
+
+
+def test_slow_answer_times_out_then_the_retry_succeeds(llm_server):
+    llm_server.play({"content": good_answer(), "delay": 2.5}, good_answer(title="After the timeout"))
+    agent = make_agent(llm_server, timeout_s=0.8)
+    t0 = time.monotonic()
+    ideas = agent.propose(softmax_context())
+    assert ideas[0].title == "After the timeout"
+    assert time.monotonic() - t0 < 2.4  # the slow answer was not waited for
+    assert len(agent.retries) == 1 and "Timeout" in agent.retries[0][0]
+    assert agent.usage.failed_calls == 1 and agent.usage.calls == 1
+    assert len(llm_server.requests) == 2
+
+
+def test_rate_limit_and_server_error_back_off_then_succeed(llm_server):
+    llm_server.play({"status": 429, "error": "slow down", "headers": {"Retry-After": "1"}},
+                    {"status": 500, "error": "boom"}, good_answer())
+    agent = make_agent(llm_server)
+    t0 = time.monotonic()
+    ideas = agent.propose(softmax_context())
+    elapsed = time.monotonic() - t0
+    assert ideas and len(llm_server.requests) == 3
+    (first, d1), (second, d2) = agent.retries
+    assert "RateLimitError" in first and d1 >= 1.0  # Retry-After honoured over a 0.05 s backoff
+    assert "500" in second and 0.05 <= d2 <= 0.1  # second attempt: 0.05 * 2, jittered down to half
+    assert elapsed >= 1.0
+
+
+def test_retries_are_bounded_and_auth_errors_are_not_retried(llm_server):
+    from autokernel.engine.agents.llm import LLMUnavailable
+
+    llm_server.play(*[{"status": 503, "error": "overloaded"}] * 3, good_answer())
+    agent = make_agent(llm_server, max_retries=2)
+    with pytest.raises(LLMUnavailable, match="gave up after 3 tries"):
+        agent.propose(softmax_context())
+    assert len(llm_server.requests) == 3 and len(agent.retries) == 2
+    llm_server.play({"status": 401, "error": f"Incorrect API key provided: {SECRET}"}, good_answer())
+    with pytest.raises(LLMUnavailable) as info:
+        agent.propose(softmax_context())
+    assert len(llm_server.requests) == 1 and SECRET not in str(info.value)
+
+
+def test_tokens_and_cost_of_a_priced_model_add_up(llm_server):
+    import litellm
+
+    llm_server.play({"content": good_answer(), "prompt_tokens": 10_000, "completion_tokens": 2_000},
+                    {"content": good_answer(), "prompt_tokens": 5_000, "completion_tokens": 1_000})
+    agent = make_agent(llm_server, model="openai/gpt-4o-mini")
+    agent.propose(softmax_context())
+    first = agent.last_usage.cost_usd
+    agent.propose(softmax_context())
+    price = litellm.model_cost["gpt-4o-mini"]
+    expected = 15_000 * price["input_cost_per_token"] + 3_000 * price["output_cost_per_token"]
+    assert agent.usage.prompt_tokens == 15_000 and agent.usage.completion_tokens == 3_000
+    assert agent.usage.cost_usd == pytest.approx(expected) and first == pytest.approx(2 * agent.last_usage.cost_usd)
+    assert agent.usage.cost_usd > 0 and agent.usage.note == ""
+
+
+def test_the_key_is_sent_but_never_kept_or_logged(llm_server, caplog, capfd):
+    import litellm
+    from autokernel.engine.agents.llm import LLMUnavailable
+
+    caplog.set_level(logging.DEBUG)
+    litellm._turn_on_debug()
+    try:
+        llm_server.play({"status": 429, "error": f"rate limited for key {SECRET}"}, GARBAGE,
+                        {"content": f"TIER: 1\nTITLE: t\n```python\nkey = '{SECRET}'\n```"}, good_answer(),
+                        {"status": 400, "error": f"bad request from {SECRET}"})
+        agent = make_agent(llm_server, fix_attempts=3)
+        ideas = agent.propose(softmax_context())
+        with pytest.raises(LLMUnavailable) as info:
+            agent.propose(softmax_context())
+    finally:
+        litellm.suppress_debug_info = True
+        logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+    assert all(r["headers"]["Authorization"] == f"Bearer {SECRET}" for r in llm_server.requests)
+    out, err = capfd.readouterr()
+    kept = [repr(agent), json.dumps(agent.describe()), repr(agent.failures), repr(agent.retries),
+            repr(vars(agent)), repr(agent.usage), str(info.value), caplog.text, out, err,
+            repr([dataclasses.asdict(i) for i in ideas])]
+    assert agent.failures and agent.retries and caplog.text
+    for text in kept:
+        assert SECRET not in text
+    assert agent.describe()["api_key"] == "***"
+
+
+def test_bad_model_strings_are_one_line_user_errors(llm_server, monkeypatch):
+    from autokernel.engine.agents.llm import LLMAgent
+
+    with pytest.raises(UserError, match="does not know the model 'no-such-provider/x'"):
+        LLMAgent("no-such-provider/x")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(UserError, match="no API key for anthropic/claude-sonnet-4: set ANTHROPIC_API_KEY"):
+        LLMAgent("anthropic/claude-sonnet-4")
+    with pytest.raises(UserError):
+        LLMAgent("")
+
+
+def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path, monkeypatch):
+    """`agent="openai/test-model"` built by the session itself, the server reached through litellm's
+    own OPENAI_API_BASE; fake worker and profiler keep it fast. The secret never reaches the store."""
+    import autokernel.kernels as kernels
+    from autokernel.engine import events as ev
+    from autokernel.engine.session import OptimizeSession, SessionConfig
+    from autokernel.engine.store import Store
+
+    from loop_doubles import FakeWorker, fake_profiler
+
+    spec = kernels.get_spec("softmax")
+    starter = tmp_path / "starter_triton.py"
+    starter.write_text("# fake ms=1.0 fail= tag=starter\n" + STARTER)
+    fake = dataclasses.replace(spec, starters={"triton": starter})
+    monkeypatch.setattr(kernels, "available", lambda: ["softmax"])
+    monkeypatch.setattr(kernels, "get_spec", lambda name: fake)
+    monkeypatch.setenv("OPENAI_API_BASE", llm_server.api_base)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm_server.play({"content": good_answer("# fake ms=0.5 fail= tag=llm\n" + GOOD_KERNEL), "prompt_tokens": 900,
+                     "completion_tokens": 100})
+    llm_server.default = {"content": GARBAGE, "prompt_tokens": 50, "completion_tokens": 5}
+    try:
+        store = Store(tmp_path / "sessions.db")
+        config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", agent="openai/test-model",
+                               integrate=False, max_experiments=10)
+        Path(config.model_path).write_text("# the fake profiler never reads this\n")
+        session = OptimizeSession(config, store, worker=FakeWorker(), profiler=fake_profiler(("softmax",)))
+        summary = session.run()
+    finally:
+        llm_server.default = None
+    sid = session.session_id
+    events = [e for _, e in store.events(sid)]
+    ideas = [e for e in events if isinstance(e, ev.IdeaProposed)]
+    assert [(i.agent, i.title) for i in ideas] == [("openai/test-model", "Eight warps per row")]
+    kept = [e for e in events if isinstance(e, ev.Decision) and e.decision == "kept"]
+    assert [d.candidate_id for d in kept] == ["softmax-0001", "softmax-0002"]
+    errors = [e for e in events if isinstance(e, ev.ErrorEvent)]
+    assert errors and all("ProposalFailed" in e.message and "no ```python code block" in e.message for e in errors)
+    usage = [e for e in events if isinstance(e, ev.LLMUsage)]
+    assert sum(u.prompt_tokens for u in usage) == 900 + 50 * (len(llm_server.requests) - 1)
+    assert summary["status"] == "completed"
+    store.close() if hasattr(store, "close") else None
+    for path in tmp_path.glob("sessions.db*"):
+        assert SECRET.encode() not in path.read_bytes()
