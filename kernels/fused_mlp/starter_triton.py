@@ -3,9 +3,10 @@
 Kernel 1 walks x once per [BLOCK_M, BLOCK_N] tile of the intermediate activations with two fp32
 accumulators (x @ w_gate.T and x @ w_up.T share every x tile) and writes silu(g) * u once, in x's
 dtype. Kernel 2 is a tiled, grouped-order matmul h @ w_down.T. Weights are read through the
-strides of their transposed views (no copies). Autotuned on a GPU; one small config under
-TRITON_INTERPRET=1, where bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16
-dot is wrong; the widening is exact).
+strides of their transposed views (no copies). Big problems are autotuned over a few H100 tiles;
+small ones, and everything under TRITON_INTERPRET=1, use one small tile. Under the interpreter
+bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16 dot is wrong; the widening
+is exact).
 """
 
 import os
@@ -17,32 +18,30 @@ import triton.language as tl
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _configs(tiles):
-    if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
-            for m, n, k, w, s in tiles]
+def _tuned(kernel, tiles):
+    """`kernel` autotuned over `tiles` (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)."""
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=st)
+               for m, n, k, w, st in tiles]
+    return triton.autotune(configs=configs, key=["M", "N", "K", "IEEE", "UPCAST"])(kernel)
 
 
-# Two accumulators per tile: half the tile area of a plain matmul fits the same registers.
-GATE_UP_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+# Autotuned on a GPU for problems big enough to repay it (each config is compiled per dtype, then
+# timed); small problems, and everything under the interpreter, use SMALL_TILE directly.
+# Two accumulators per gate/up tile: half the tile area of a plain matmul fits the same registers.
+GATE_UP_TILES = [
     (128, 128, 64, 8, 3),
-    (128, 128, 32, 8, 4),
     (128, 64, 64, 4, 4),
     (64, 128, 64, 4, 4),
-    (64, 64, 64, 4, 4),
-    (32, 64, 32, 2, 5),
+    (64, 64, 32, 4, 4),  # fits fp32 (IEEE) shared-memory budgets
 ]
 DOWN_TILES = [
     (128, 256, 64, 8, 3),
-    (256, 128, 64, 8, 3),
     (128, 128, 64, 8, 4),
     (128, 128, 64, 4, 4),
-    (128, 64, 64, 4, 4),
-    (64, 128, 64, 4, 4),
-    (64, 64, 32, 4, 5),
-    (32, 64, 32, 2, 5),
+    (64, 64, 32, 4, 4),
 ]
+SMALL_TILE = ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
+AUTOTUNE_MIN_WORK = 1 << 24  # tokens*hidden*intermediate below this (256**3) is launch-bound
 
 
 @triton.jit
@@ -59,7 +58,6 @@ def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.co
     return pid_m, pid_n
 
 
-@triton.autotune(configs=_configs(GATE_UP_TILES), key=["M", "N", "K", "IEEE", "UPCAST"])
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
@@ -106,7 +104,6 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
     tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.autotune(configs=_configs(DOWN_TILES), key=["M", "N", "K", "IEEE", "UPCAST"])
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
@@ -143,6 +140,10 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+_gate_up_tuned = _tuned(_gate_up_kernel, GATE_UP_TILES)
+_matmul_tuned = _tuned(_matmul_kernel, DOWN_TILES)
+
+
 def _grid(M, N):
     return lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
 
@@ -160,12 +161,18 @@ def kernel_fn(x, w_gate, w_up, w_down):
     if w_gate.stride() != w_up.stride():
         w_gate, w_up = w_gate.contiguous(), w_up.contiguous()
     flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16)
+    if INTERPRETED or tokens * hidden * inter < AUTOTUNE_MIN_WORK:
+        tile, warps, stages = SMALL_TILE
+        gate_up, down = _gate_up_kernel, _matmul_kernel
+        flags.update(tile, num_warps=warps, num_stages=stages)
+    else:
+        gate_up, down = _gate_up_tuned, _matmul_tuned
     h = torch.empty((tokens, inter), dtype=x.dtype, device=x.device)
     # w.T is [hidden, inter] with strides (w.stride(1), w.stride(0)).
-    _gate_up_kernel[_grid(tokens, inter)](
+    gate_up[_grid(tokens, inter)](
         x2d, w_gate, w_up, h, tokens, inter, hidden,
         x2d.stride(0), x2d.stride(1), w_gate.stride(1), w_gate.stride(0), h.stride(0), h.stride(1), **flags)
-    _matmul_kernel[_grid(tokens, hidden)](
+    down[_grid(tokens, hidden)](
         h, w_down, out, tokens, hidden, inter,
         h.stride(0), h.stride(1), w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1), **flags)
     return out.reshape(x.shape)
