@@ -2,7 +2,7 @@
 
 Rows up to 32768 columns are read once into registers (one read, one write), with several narrow
 rows per program so every program moves a few KB. Wider rows take an online pass (running max and
-rescaled sum) and a normalising pass. fp32 math, exp2 with log2(e) folded in.
+rescaled sum) and a normalising pass. fp32 math; exp2 of (x - max) * log2(e).
 """
 
 import torch
@@ -20,9 +20,10 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
     x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=-float("inf"))
-    x = x.to(tl.float32) * 1.4426950408889634
+    x = x.to(tl.float32)
     m = tl.max(x, axis=1)
-    e = tl.exp2(x - m[:, None])
+    # subtract first, then scale: prescaling x by log2(e) would round before the cancellation
+    e = tl.exp2((x - m[:, None]) * 1.4426950408889634)
     e = tl.where(mask, e, 0.0)
     s = tl.sum(e, axis=1)
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], (e / s[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
@@ -38,18 +39,19 @@ def _softmax_wide_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK_N: tl.c
     s = tl.zeros((BLOCK_N,), tl.float32)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
-        x = tl.load(x_row + idx, mask=idx < n_cols, other=-float("inf")).to(tl.float32) * 1.4426950408889634
+        x = tl.load(x_row + idx, mask=idx < n_cols, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
         # lanes that have seen nothing yet keep m = -inf: guard the rescale against inf - inf
-        s = s * tl.where(m_new == -float("inf"), 0.0, tl.exp2(m - m_new)) + tl.where(x == -float("inf"), 0.0, tl.exp2(x - m_new))
+        s = s * tl.where(m_new == -float("inf"), 0.0, tl.exp2((m - m_new) * 1.4426950408889634)) + tl.where(
+            x == -float("inf"), 0.0, tl.exp2((x - m_new) * 1.4426950408889634))
         m = m_new
     row_max = tl.max(m, axis=0)
-    total = tl.sum(s * tl.where(m == -float("inf"), 0.0, tl.exp2(m - row_max)), axis=0)
+    total = tl.sum(s * tl.where(m == -float("inf"), 0.0, tl.exp2((m - row_max) * 1.4426950408889634)), axis=0)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
         ok = idx < n_cols
         x = tl.load(x_row + idx, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-        y = tl.exp2(x * 1.4426950408889634 - row_max) / total
+        y = tl.exp2((x - row_max) * 1.4426950408889634) / total
         tl.store(y_row + idx, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
