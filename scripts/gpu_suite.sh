@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/.out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 AUTOKERNEL_DB="$OUT/sessions.db" AUTOKERNEL_CACHE_DIR="$OUT/cache"
+export PYTHONUNBUFFERED=1 AUTOKERNEL_DB="$OUT/sessions.db" AUTOKERNEL_CACHE_DIR=/tmp/ak-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
 PY=${PYTHON:-python3}
 
 versions() {
@@ -27,12 +27,18 @@ step_setup() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee -a "$OUT/versions.txt"
 }
 
+step_cudabuild() {
+  # Build all CUDA C++ starters in parallel (fills torch's extension cache) and pre-flight them.
+  "$PY" -m autokernel.kernels.cuda_selfcheck --jobs 8 > "$OUT/cuda_selfcheck.txt" 2>&1; echo "cuda_selfcheck rc=$?"
+  tail -15 "$OUT/cuda_selfcheck.txt"
+}
+
 step_check() {
   # All starters through the five stages on the GPU (18 = 9 types x triton/cuda).
   for k in $(autokernel kernels --json | "$PY" -c 'import json,sys; print(" ".join(d["name"] for d in json.load(sys.stdin)))'); do
     for b in triton cuda; do
       autokernel check --kernel "$k" --backend "$b" --device cuda --json > "$OUT/check_${k}_${b}.json" 2> "$OUT/check_${k}_${b}.log"
-      echo "check $k $b -> rc=$?"
+      echo "check $k $b -> rc=$? $("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); f=[s for s in d["stages"] if not s["passed"]]; print("PASS" if d["passed"] else "FAIL", (f[0]["name"]+": "+f[0]["detail"][:200]) if f else d.get("error",""))' "$OUT/check_${k}_${b}.json" 2>/dev/null)"
     done
   done
 }
