@@ -5,8 +5,11 @@
 # the results pages into docs/results/. Steps are independent; `setup` must come first on a bare machine.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/.out}
-mkdir -p "$OUT"
+# Results go to $RESULTS (kept on the machine between calls while it stays warm) and, at the end,
+# one tarball of them into $OUT (the device tool brings back only a few files).
+FINAL_OUT=${OUT:-$PWD/.out}
+OUT=${RESULTS:-/tmp/ak-results}
+mkdir -p "$OUT" "$FINAL_OUT"
 export PYTHONUNBUFFERED=1 AUTOKERNEL_DB="$OUT/sessions.db" AUTOKERNEL_CACHE_DIR=/tmp/ak-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
 PY=${PYTHON:-python3}
 
@@ -77,3 +80,4 @@ for step in "$@"; do
   echo "== $step $(date -u +%H:%M:%S)"
   "step_$step"
 done
+tar czf "$FINAL_OUT/results.tgz" -C "$OUT" . && echo "results: $FINAL_OUT/results.tgz"
