@@ -357,3 +357,86 @@ def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path,
     store.close() if hasattr(store, "close") else None
     for path in tmp_path.glob("sessions.db*"):
         assert SECRET.encode() not in path.read_bytes()
+
+
+# -- reading answers (no server, no litellm) ------------------------------------------------------
+
+def _parse(text, signature="kernel_fn(x)", backend="triton", **kw):
+    from autokernel.engine.agents.llm_answers import parse_answer
+
+    return parse_answer(text, signature, backend, default_tier=3, **kw)
+
+
+def test_several_ideas_and_variants_in_loose_markdown():
+    other = GOOD_KERNEL.replace("num_warps=8", "num_warps=4")
+    text = (f"## Idea 1\nTIER: 2\nTITLE: Vector loads\nHYPOTHESIS: 41% of bandwidth.\n\nVARIANT: v4\n```py\n{GOOD_KERNEL}```\n"
+            f"VARIANT: v8\n```python\n{other}```\n\n## Idea 2\n**TIER**: 9\n**TITLE**: Two rows per program\n"
+            f"HYPOTHESIS: small rows waste lanes\n```python\n{other.replace('BLOCK=', 'BLOCK=2*')}```\n")
+    ideas, rejected = _parse(text)
+    assert rejected == []
+    assert [(i.tier, i.title, [v.label for v in i.variants]) for i in ideas] == [
+        (2, "Vector loads", ["v4", "v8"]), (3, "Two rows per program", ["Two rows per program v1"])]  # tier 9 -> default
+    assert len(_parse(text, max_ideas=1)[0]) == 1 and len(_parse(text, max_variants=1)[0][0].variants) == 1
+
+
+def test_code_without_headers_is_still_one_idea():
+    ideas, rejected = _parse(f"Sure! Here is a faster kernel:\n```python\n{GOOD_KERNEL}```")
+    assert rejected == [] and ideas[0].tier == 3 and ideas[0].title == "Sure! Here is a faster kernel:"
+
+
+@pytest.mark.parametrize("code, reason", [
+    (GOOD_KERNEL.replace("@triton.jit\n", ""), "no @triton.jit kernel"),
+    ("import torch\ndef kernel_fn(x):\n    return torch.softmax(x, -1)\n", "does not import triton"),
+    ("import triton\n", "no top-level function kernel_fn"),
+    (GOOD_KERNEL.replace("def kernel_fn(x):", "def kernel_fn(inp):"), "wrong signature: kernel_fn(inp)"),
+    ("import subprocess\n" + GOOD_KERNEL, "imports subprocess"),
+    (GOOD_KERNEL.replace("    x2 = ", "    open('/tmp/leak', 'w')\n    x2 = "), "calls open()"),
+    (GOOD_KERNEL.replace("import torch\n", "import torch\nimport os\nos.system('true')\n"), "calls os.system()"),
+    ("", "empty"),
+])
+def test_each_bad_file_is_rejected_with_a_reason(code, reason):
+    ideas, rejected = _parse(f"TIER: 1\nTITLE: t\nHYPOTHESIS: h\n```python\n{code}```\n")
+    assert ideas == [] and len(rejected) == 1 and reason in rejected[0].reason, rejected
+
+
+def test_signature_defaults_and_the_parent_repeated():
+    from autokernel.engine.agents.llm_answers import check_source
+
+    sig = "kernel_fn(x, weight, eps=1e-6)"
+    head = "import triton\n@triton.jit\ndef k(p):\n    pass\n"
+    assert check_source(head + "def kernel_fn(x, weight, eps=1e-6):\n    pass\n", sig, "triton") is None
+    assert check_source(head + "def kernel_fn(x, weight, eps=1e-5, block=None):\n    pass\n", sig, "triton") is None
+    assert "gives eps no default" in check_source(head + "def kernel_fn(x, weight, eps):\n    pass\n", sig, "triton")
+    assert "wrong signature" in check_source(head + "def kernel_fn(x):\n    pass\n", sig, "triton")
+    cuda = "from torch.utils.cpp_extension import load_inline\ndef kernel_fn(x):\n    pass\n"
+    assert check_source(cuda, "kernel_fn(x)", "cuda") is None
+    assert "does not build a CUDA kernel" in check_source(GOOD_KERNEL, "kernel_fn(x)", "cuda")
+    ideas, rejected = _parse(f"TIER: 1\nTITLE: same\n```python\n{STARTER}```", known_sources=[STARTER])
+    assert ideas == [] and "repeats the parent" in rejected[0].reason
+
+
+def test_every_starter_in_the_library_passes_the_answer_checks():
+    from autokernel.engine.agents.llm_answers import check_source
+    from autokernel.kernels import all_specs
+
+    checked = {(s.name, b): check_source(p.read_text(), s.signature, b) for s in all_specs() for b, p in s.starters.items()}
+    assert checked and all(reason is None for reason in checked.values()), checked
+
+
+def test_the_prompt_moves_through_the_tiers():
+    from autokernel.engine.agents.prompts import current_tier
+
+    def tried(*tiers):
+        return [Tried(tier=t, title="", hypothesis="", parent_id=None, results=[]) for t in tiers]
+
+    assert current_tier([]) == 1 and current_tier(tried(1)) == 1 and current_tier(tried(1, 1)) == 2
+    assert current_tier(tried(1, 1, 3, 3, 2)) == 2 and current_tier(tried(*[t for t in range(1, 7) for _ in "ab"])) == 6
+
+
+def test_importing_the_engine_does_not_import_litellm():
+    import subprocess
+    import sys
+
+    code = ("import sys, autokernel.engine.cli, autokernel.engine.agents.llm, autokernel.engine.session; "
+            "sys.exit('litellm' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0

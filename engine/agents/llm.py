@@ -21,6 +21,7 @@ import os
 import random
 import re
 import time
+import weakref
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable
@@ -96,21 +97,28 @@ class _Secret:
 
 
 class _RedactFilter(logging.Filter):
-    """Scrubs the agent's secrets from every record of the loggers it is attached to."""
+    """Scrubs every live agent's secrets from the records of the loggers it is attached to (once)."""
 
-    def __init__(self, scrub: Callable[[str], str]):
+    def __init__(self):
         super().__init__()
-        self.scrub = scrub
+        self.agents: "weakref.WeakSet[LLMAgent]" = weakref.WeakSet()
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:
             return True
-        clean = self.scrub(message)
+        clean = message
+        for agent in list(self.agents):
+            clean = agent.redact(clean)
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+_FILTER = _RedactFilter()
+for _name in (*_LITELLM_LOGGERS, log.name):
+    logging.getLogger(_name).addFilter(_FILTER)
 
 
 def redact_url(url: str | None) -> str | None:
@@ -175,9 +183,7 @@ class LLMAgent:
         self.retries: list[tuple[str, float]] = []  # (what went wrong, seconds waited) per backoff
         self._calls = 0
         self._litellm = _litellm()
-        self._filter = _RedactFilter(self.redact)
-        for name in (*_LITELLM_LOGGERS, log.name):
-            logging.getLogger(name).addFilter(self._filter)
+        _FILTER.agents.add(self)
         self._check_model()
 
     # -- what the store may keep ------------------------------------------------------------------
@@ -221,7 +227,8 @@ class LLMAgent:
         try:
             for attempt in range(self.fix_attempts + 1):
                 text, finish = self._complete(messages)
-                ideas, rejected = parse_answer(text, signature, ctx.backend, tier, ctx.max_ideas, ctx.max_variants)
+                ideas, rejected = parse_answer(text, signature, ctx.backend, tier, ctx.max_ideas, ctx.max_variants,
+                                               known_sources=[ctx.parent_source])
                 for r in rejected:
                     self._fail(r, attempt)
                 if ideas:

@@ -65,9 +65,10 @@ def check_source(source: str, signature: str, backend: str) -> str | None:
     return _danger(tree)
 
 
-def parse_answer(text: str, signature: str, backend: str, default_tier: int,
-                 max_ideas: int = 3, max_variants: int = 3) -> tuple[list[Idea], list[Rejected]]:
-    """The usable ideas of an answer and what was rejected. An answer with no code at all is one rejection."""
+def parse_answer(text: str, signature: str, backend: str, default_tier: int, max_ideas: int = 3,
+                 max_variants: int = 3, known_sources: list[str] = ()) -> tuple[list[Idea], list[Rejected]]:
+    """The usable ideas of an answer and what was rejected. An answer with no code at all is one rejection;
+    code identical to a `known_sources` file (the parent) is rejected too, since the loop would skip it."""
     text = text or ""
     if not text.strip():
         return [], [Rejected("the answer is empty", "")]
@@ -75,8 +76,9 @@ def parse_answer(text: str, signature: str, backend: str, default_tier: int,
     if not blocks:
         return [], [Rejected("the answer has no ```python code block", _excerpt(text))]
     ideas, rejected = [], []
+    seen = {_normalised(s) for s in known_sources}
     for chunk in _split_ideas(text):
-        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants)
+        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants, seen)
         rejected += bad
         if idea is not None and len(ideas) < max_ideas:
             ideas.append(idea)
@@ -94,7 +96,7 @@ def _split_ideas(text: str) -> list[str]:
 
 
 def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
-               max_variants: int) -> tuple[Idea | None, list[Rejected]]:
+               max_variants: int, seen: set[str]) -> tuple[Idea | None, list[Rejected]]:
     fields: dict[str, str] = {}
     first_fence = chunk.find("```")
     head = chunk if first_fence < 0 else chunk[:first_fence]
@@ -120,9 +122,12 @@ def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
         if lang.lower() not in _CODE_LANGS:
             continue
         reason = check_source(code, signature, backend)
+        if reason is None and _normalised(code) in seen:
+            reason = "the code repeats the parent (or another variant) unchanged"
         if reason is not None:
             rejected.append(Rejected(f"idea {title!r}: {reason}", _excerpt(code)))
             continue
+        seen.add(_normalised(code))
         if len(variants) < max_variants:
             variants.append(Variant(source=code.rstrip() + "\n", label=label or f"{title} v{n + 1}",
                                     params={"tier": tier, "variant": n + 1}))
@@ -164,8 +169,9 @@ def _launch_problem(tree: ast.Module, backend: str) -> str | None:
     """A candidate must launch its own kernel: a @triton.jit function, or a cpp_extension build."""
     names = _imported(tree)
     if backend == "cuda":
-        if not any(n.startswith("torch.utils.cpp_extension") for n in names) and "cpp_extension" not in ast.dump(tree):
-            return "the code does not build a CUDA kernel (no torch.utils.cpp_extension load/load_inline)"
+        builders = ("torch.utils.cpp_extension", "autokernel.kernels.cuda_build")
+        if not any(n.startswith(builders) for n in names) and "cpp_extension" not in ast.dump(tree):
+            return "the code does not build a CUDA kernel (no torch.utils.cpp_extension load_inline)"
         return None
     if not any(n == "triton" or n.startswith("triton.") for n in names):
         return "the code does not import triton, so it cannot launch a Triton kernel"
@@ -220,6 +226,10 @@ def _first_line(text: str) -> str:
 
 def _in_fence(text: str, pos: int) -> bool:
     return text[:pos].count("```") % 2 == 1
+
+
+def _normalised(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
 
 
 def _excerpt(text: str, n: int = 300) -> str:

@@ -16,6 +16,9 @@ IDEAS_PER_TIER = 2  # ideas tried at a tier before the prompt points the model a
 HISTORY_IDEAS = 30  # the most recent ideas shown in full; older ones are only counted
 FAILURE_CHARS = 160  # a failed variant's reason is cut to this many characters
 
+_BACKENDS = {"triton": "Triton kernels (@triton.jit)",
+             "cuda": "CUDA C++ kernels built with torch.utils.cpp_extension.load_inline"}
+
 SYSTEM_PROMPT = """\
 You are an expert GPU kernel engineer. You write faster kernels (Triton, or CUDA C++ built through \
 torch.utils.cpp_extension) for one operation of a PyTorch model. A harness checks every kernel you \
@@ -156,7 +159,8 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
     sections.append(
         f"# Your task (round {ctx.round})\nPropose up to {ctx.max_ideas} new ideas, each with up to "
         f"{ctx.max_variants} variants, that should make {getattr(spec, 'signature', 'kernel_fn')} faster than "
-        f"the parent on the target shape and dtype while staying correct. Use the answer format exactly.")
+        f"the parent on the target shape and dtype while staying correct. Write {_BACKENDS.get(ctx.backend, ctx.backend)}. "
+        "Use the answer format exactly.")
     return "\n".join(sections)
 
 
