@@ -5,9 +5,10 @@ and sum of the softmax (online softmax, exp2 with log2(e) folded into the scale,
 accumulators) and writes acc / l once. Tiles that need no mask (fully visible under the causal
 mask, or fully inside the sequence) run first without one; only the diagonal tiles (causal) or
 the last partial tile (not causal) are masked, so any sequence length works. Head dims that are
-not a power of two are padded to one with masked loads. Autotuned on a GPU; under
-TRITON_INTERPRET=1 one small config, and bf16 tiles widened to fp32 before tl.dot (the
-interpreter's bf16 dot is wrong; the widening is exact).
+not a power of two are padded to one with masked loads. Long sequences are autotuned over a few
+H100 tiles; short ones, and everything under TRITON_INTERPRET=1, use one small tile. Under the
+interpreter bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16 dot is wrong;
+the widening is exact).
 """
 
 import math
@@ -20,18 +21,16 @@ import triton.language as tl
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _configs():
-    if INTERPRETED:
-        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32}, num_warps=4, num_stages=1)]
-    tiles = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M is a multiple of BLOCK_N (causal split)
-        (128, 64, 8, 3),
-        (128, 128, 8, 3),
-        (128, 64, 4, 3),
-        (128, 32, 4, 4),
-        (64, 64, 4, 3),
-        (64, 32, 4, 4),
-    ]
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s) for m, n, w, s in tiles]
+# Autotuned on a GPU for sequences long enough to repay it; shorter ones, and everything under the
+# interpreter, use SMALL_TILE directly. BLOCK_M is a multiple of BLOCK_N (the causal split needs it).
+TUNED_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages): H100 bf16/fp16 favourites first
+    (128, 64, 8, 3),
+    (128, 128, 8, 3),
+    (64, 64, 4, 3),
+    (64, 32, 4, 3),  # fits fp32 (IEEE) shared-memory budgets at head dim 128
+]
+SMALL_TILE = ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2) if INTERPRETED else ({"BLOCK_M": 64, "BLOCK_N": 32}, 4, 2)
+AUTOTUNE_MIN_SEQ = 512
 
 
 @triton.jit
@@ -80,7 +79,6 @@ def _attend_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=_configs(), key=["seq", "head_dim", "CAUSAL", "IEEE", "UPCAST"])
 @triton.jit
 def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, heads, seq, head_dim, qk_scale,
                       stride_qb, stride_qh, stride_qs, stride_qd,
@@ -133,6 +131,12 @@ def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, heads, seq, head_dim, qk_scale
              mask=row_ok[:, None] & d_ok[None, :])
 
 
+_attention_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st) for m, n, w, st in TUNED_TILES],
+    key=["seq", "head_dim", "CAUSAL", "IEEE", "UPCAST"],
+)(_attention_kernel)
+
+
 def kernel_fn(q, k, v, causal=False):
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"attention expects q, k, v of one shape [B, H, S, D]; got {tuple(q.shape)}, "
@@ -144,9 +148,14 @@ def kernel_fn(q, k, v, causal=False):
     block_d = max(16, triton.next_power_of_2(head_dim))
     qk_scale = 1.4426950408889634 / math.sqrt(head_dim)
     grid = lambda meta: (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
-    _attention_kernel[grid](
-        q, k, v, out, heads, seq, head_dim, qk_scale,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        CAUSAL=bool(causal), IEEE=q.dtype == torch.float32, UPCAST=INTERPRETED and q.dtype == torch.bfloat16,
-        EVEN_D=block_d == head_dim, BLOCK_D=block_d)
+    flags = dict(CAUSAL=bool(causal), IEEE=q.dtype == torch.float32, UPCAST=INTERPRETED and q.dtype == torch.bfloat16,
+                 EVEN_D=block_d == head_dim, BLOCK_D=block_d)
+    if INTERPRETED or seq < AUTOTUNE_MIN_SEQ:
+        tile, warps, stages = SMALL_TILE
+        kernel = _attention_kernel
+        flags.update(tile, num_warps=warps, num_stages=stages)
+    else:
+        kernel = _attention_tuned
+    kernel[grid](q, k, v, out, heads, seq, head_dim, qk_scale,
+                 *q.stride(), *k.stride(), *v.stride(), *out.stride(), **flags)
     return out
