@@ -8,6 +8,7 @@ exactly what was shown live. Events are plain dataclasses that round-trip throug
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -37,8 +38,14 @@ class Event:
         cls = _REGISTRY.get(type_)
         if cls is None:  # an event from a newer version: keep it readable, don't crash replay
             return UnknownEvent(original_type=type_, data=payload, ts=ts)
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _field_names(cls)
         return cls(**{k: v for k, v in payload.items() if k in names}, ts=ts)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> frozenset[str]:
+    """The fields of an event class, computed once (replay reads tens of thousands of rows)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 @dataclass
