@@ -321,7 +321,7 @@ class SessionState:
     def _on_bench(self, e: ev.BenchResult) -> None:
         c = self.candidate
         if c is not None and c.candidate_id == e.candidate_id:
-            c.bench = e.payload()
+            c.bench = dict(vars(e))  # shallow: events are never changed after they are made
         t = self.targets.get(e.target)
         if t is not None:
             t.last_sol = e.fraction_of_ceiling

@@ -113,9 +113,9 @@ def session_events(experiments: int = 12, seed: int = 7, approval: str = "auto",
                 yield ev.IdeaProposed(idea_id=f"idea-{idea_n:04d}", target="rmsnorm", agent="playbook", tier=tier,
                                       tier_name={1: "block sizes, warps and stages", 2: "memory access",
                                                  3: "compute"}[tier],
-                                      title=f"try BLOCK={block} with {warps} warps",
+                                      title=f"sweep BLOCK and num_warps around {best_id}",
                                       hypothesis=(f"the best reaches {40 + idea_n % 50}% of bandwidth with one row per "
-                                                  f"program; a block of {block} and {warps} warps should keep more "
+                                                  "program; other block sizes and warp counts should keep more "
                                                   "loads in flight"),
                                       parent_id=best_id, round=idea_n - 1, ts=at())
             diff = "".join(difflib.unified_diff(best_src.splitlines(keepends=True), source.splitlines(keepends=True),

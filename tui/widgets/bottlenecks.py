@@ -7,9 +7,11 @@ from textual.widgets import DataTable
 
 from autokernel.engine.session_state import SessionState
 
-WIDE = ("", "kind", "op", "share", "now ms", "floor", "best", "e2e now", "bound", "status")
-NARROW = ("", "kind", "share", "now ms", "floor", "best", "e2e now", "bound")
+# (label, width): fixed widths, so the table looks the same however its rows arrived
+WIDE = (("", 1), ("kind", 12), ("op", 20), ("share", 6), ("now ms", 7), ("floor", 6), ("best", 7),
+        ("e2e now", 7), ("bound", 7), ("status", 10))
 NARROW_DROP = (2, 9)  # op and status go first on a small terminal
+NARROW = tuple(c for i, c in enumerate(WIDE) if i not in NARROW_DROP)
 
 
 def _ms(v: float | None) -> str:
@@ -29,14 +31,18 @@ class BottleneckTable(DataTable):
         self.narrow = False
 
     def on_mount(self) -> None:
-        self.add_columns(*WIDE)
+        self._add_columns(WIDE)
+
+    def _add_columns(self, columns) -> None:
+        for label, width in columns:
+            self.add_column(label, width=width)
 
     def set_narrow(self, narrow: bool) -> None:
         if narrow == self.narrow:
             return
         self.narrow = narrow
         self.clear(columns=True)
-        self.add_columns(*(NARROW if narrow else WIDE))
+        self._add_columns(NARROW if narrow else WIDE)
         self._shown = None
         if self._state is not None:
             self.show(self._state)
@@ -54,7 +60,7 @@ class BottleneckTable(DataTable):
             cells = [
                 ">" if is_current else "",
                 r.kind,
-                r.name if len(r.name) <= 20 else r.name[:19] + "…",
+                r.name,
                 f"{100 * r.share:.1f}%",
                 _ms(r.now_ms),
                 _ms(r.floor_ms),

@@ -71,14 +71,26 @@ def chart_markup(t: TargetView | None, width: int, height: int) -> str:
                 j += 1
             if best:
                 put(y_of(best), x, "─", "$success")
+        # the points, in one pass with plain arithmetic (thousands of them): kept over passed over failed
+        scale = (rows - 1) / top
+        xs = (cols - 1) / span if len(pts) > 1 else 0.0
+        floor_y = rows - 1
+        marks: dict[tuple[int, int], int] = {}
         for p in pts:
-            x = x_of(p.experiment)
+            x = int((p.experiment - first) * xs)
             if not p.passed or p.speedup is None:
-                put(rows - 1, x, "×", "$error", over=grid[rows - 1][x] in (" ", "┈", "╌", "─"))
-            elif p.kept:
-                put(y_of(p.speedup), x, "◆", "$success")
+                key, rank = (floor_y, x), 1
             else:
-                put(y_of(p.speedup), x, "•", "$accent", over=grid[y_of(p.speedup)][x] != "◆")
+                y = rows - 1 - int(round(p.speedup * scale))
+                key, rank = (min(rows - 1, max(0, y)), x), 3 if p.kept else 2
+            if marks.get(key, 0) < rank:
+                marks[key] = rank
+        glyphs = {1: ("×", "$error"), 2: ("•", "$accent"), 3: ("◆", "$success")}
+        for (y, x), rank in marks.items():
+            if rank == 1 and grid[y][x] not in (" ", "┈", "╌", "─"):
+                continue
+            ch, colour = glyphs[rank]
+            put(y, x, ch, colour)
     lines = [legend + note]
     for y in range(rows):
         value = top * (rows - 1 - y) / (rows - 1)
@@ -111,6 +123,7 @@ class SpeedupChart(Widget):
         super().__init__(**kw)
         self._target: TargetView | None = None
         self._key: tuple | None = None
+        self._drawn: tuple | None = None
 
     def show(self, state: SessionState) -> None:
         t = state.target
@@ -122,4 +135,7 @@ class SpeedupChart(Widget):
         self.refresh()
 
     def render(self) -> Content:
-        return Content.from_markup(chart_markup(self._target, self.content_size.width, self.content_size.height))
+        size = (self.content_size.width, self.content_size.height)
+        if self._drawn is None or self._drawn[0] != (self._key, size):  # a resize or new points: draw again
+            self._drawn = ((self._key, size), Content.from_markup(chart_markup(self._target, *size)))
+        return self._drawn[1]

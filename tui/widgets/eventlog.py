@@ -1,47 +1,61 @@
-"""The event log: one line per event worth reading, coloured by level."""
+"""The event log: the newest lines of the state's log, coloured by level, scrollable when focused.
+
+It draws only the lines that fit, from the state's bounded log, so a replay step or a burst of
+live events costs the same whatever the session's length.
+"""
 
 from __future__ import annotations
 
 import time
 
-from rich.text import Text
-from textual.widgets import RichLog
+from textual.binding import Binding
+from textual.content import Content
+from textual.widget import Widget
 
 from autokernel.engine.session_state import LogLine, SessionState
 
-STYLES = {"error": "bold red", "warning": "yellow", "success": "green", "info": ""}
+STYLES = {"error": "bold $error", "warning": "$warning", "success": "$success", "info": ""}
 
 
-def _line(line: LogLine) -> Text:
-    stamp = time.strftime("%H:%M:%S", time.gmtime(line.ts))
-    return Text.assemble((stamp + " ", "dim"), (line.text, STYLES.get(line.level, "")))
+def _line(line: LogLine) -> Content:
+    stamp = time.strftime("%H:%M:%S", time.gmtime(line.ts))  # UTC, as the sessions list
+    return Content.assemble((stamp + " ", "dim"), (line.text, STYLES.get(line.level, "")))
 
 
-class EventLog(RichLog):
-    """Shows the newest lines of the state's log; appends only what is new when it can."""
-
-    SHOWN = 200
+class EventLog(Widget, can_focus=True):
+    BINDINGS = [
+        Binding("up", "scroll_lines(1)", "Older", show=False),
+        Binding("down", "scroll_lines(-1)", "Newer", show=False),
+        Binding("pageup", "scroll_lines(5)", "Older", show=False),
+        Binding("pagedown", "scroll_lines(-5)", "Newer", show=False),
+        Binding("end", "scroll_lines(-1000000)", "Newest", show=False),
+    ]
+    DEFAULT_CSS = "EventLog { text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self, **kw):
-        super().__init__(wrap=False, markup=False, highlight=False, max_lines=2000, **kw)
+        super().__init__(**kw)
+        self._lines: list[LogLine] = []
         self._last: LogLine | None = None
+        self.back = 0  # how many lines up from the newest the view is scrolled
 
     def show(self, state: SessionState) -> None:
-        lines = list(state.log)
-        if not lines:
-            if self._last is not None:
-                self.clear()
-                self._last = None
+        last = state.log[-1] if state.log else None
+        if last is self._last and len(state.log) == len(self._lines):
             return
-        if lines[-1] is self._last:
-            return
-        try:  # the lines since the last one shown, if it is still in the log
-            start = len(lines) - 1 - lines[::-1].index(self._last) + 1 if self._last is not None else None
-        except ValueError:
-            start = None
-        if start is None:
-            self.clear()
-            start = max(0, len(lines) - self.SHOWN)
-        for line in lines[start:]:
-            self.write(_line(line))
-        self._last = lines[-1]
+        self._last = last
+        self._lines = list(state.log)
+        self.refresh()
+
+    def action_scroll_lines(self, n: int) -> None:
+        self.back = max(0, min(self.back + n, max(0, len(self._lines) - 1)))
+        self.refresh()
+
+    def render(self) -> Content:
+        h = max(1, self.content_size.height)
+        end = len(self._lines) - self.back
+        shown = self._lines[max(0, end - h): end]
+        if self.back:
+            self.border_subtitle = f"{self.back} newer below · End: newest"
+        else:
+            self.border_subtitle = ""
+        return Content("\n").join(_line(line) for line in shown)
