@@ -315,7 +315,7 @@ class TargetSearch:
     def _bench(self, c: CandidateRecord, path: Path) -> None:
         ctx, t = self.ctx, self.t
         try:
-            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype)
+            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend)
         except Exception as e:
             ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",

@@ -296,7 +296,8 @@ class OptimizeSession:
             if row["status"] == "running":
                 raise UserError(f"session {row['id']} is still running (pid {row.get('pid')})")
             sid = row["id"]
-            self.state = SearchState.from_events(sid, self.store.iter_events(sid))
+            past = list(self.store.iter_events(sid))
+            self.state = SearchState.from_events(sid, past)
             stored = dict(row["config"] or {})
             for key in ("model_path", "size", "backend", "agent"):
                 if stored.get(key) is not None:
@@ -310,6 +311,9 @@ class OptimizeSession:
             self.session_id = sid
             self.recorder = Recorder(self.store, sid, [self.state.apply, *self.listeners])
             self.control.approval = cfg.approval
+            for listener in self.listeners:  # catch-up: listeners see the whole session, then what follows
+                for e in past:
+                    listener(e)
             self.recorder.emit(ev.ControlChanged(action="resume_session", value=sid))
             self.recorder.emit(ev.Log(level="info", message=(
                 f"resumed session {sid}: {self.state.experiments} experiments, "
@@ -362,8 +366,9 @@ class OptimizeSession:
             self.recorder.emit(ev.Log(level="info", message="no kept kernel to swap into the model"))
             return
         workdir = cache_dir() / "sessions" / self.session_id / "integration"
-        result = integrate_session_kernels(self.config.model_path, device, kernels, workdir,
-                                           size=self.config.size, timeout_s=self.config.integrate_timeout_s)
+        result = integrate_session_kernels(self.config.model_path, device, kernels, workdir, size=self.config.size,
+                                           trials=3 if device == "cuda" else 2,
+                                           timeout_s=self.config.integrate_timeout_s)
         self.recorder.emit(result)
 
     def _finish(self, status: str, t0: float) -> None:

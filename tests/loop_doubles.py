@@ -54,7 +54,7 @@ class FakeWorker:
             failed = status == "fail"
         return CheckReport(kernel=kernel, backend=backend, device="cpu", candidate=str(path), stages=stages)
 
-    def bench(self, path, kernel, shapes, dtype):
+    def bench(self, path, kernel, shapes, dtype, backend="triton"):
         ms, _ = _parse(Path(path).read_text())
         self.benched.append(Path(path).name)
         return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
