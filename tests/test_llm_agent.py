@@ -271,6 +271,11 @@ def test_tokens_and_cost_of_a_priced_model_add_up(llm_server):
     assert agent.usage.prompt_tokens == 15_000 and agent.usage.completion_tokens == 3_000
     assert agent.usage.cost_usd == pytest.approx(expected) and first == pytest.approx(2 * agent.last_usage.cost_usd)
     assert agent.usage.cost_usd > 0 and agent.usage.note == ""
+    old = make_agent(llm_server, model="openai/gpt-3.5-turbo", max_tokens=8192)
+    assert old.max_tokens == litellm.get_model_info("openai/gpt-3.5-turbo")["max_output_tokens"] < 8192
+    llm_server.play(good_answer())
+    old.propose(softmax_context())
+    assert llm_server.requests[0]["body"]["max_tokens"] == old.max_tokens
 
 
 def test_the_key_is_sent_but_never_kept_or_logged(llm_server, caplog, capfd):
@@ -377,6 +382,13 @@ def test_several_ideas_and_variants_in_loose_markdown():
     assert [(i.tier, i.title, [v.label for v in i.variants]) for i in ideas] == [
         (2, "Vector loads", ["v4", "v8"]), (3, "Two rows per program", ["Two rows per program v1"])]  # tier 9 -> default
     assert len(_parse(text, max_ideas=1)[0]) == 1 and len(_parse(text, max_variants=1)[0][0].variants) == 1
+
+
+def test_reasoning_drafts_and_windows_line_ends_are_read_through():
+    draft = "<think>maybe this?\n```python\ndef kernel_fn(x, y):\n    pass\n```\n</think>\n"
+    text = draft + f"TIER: 1\nTITLE: t\nHYPOTHESIS: h\n```python\n{GOOD_KERNEL}```\n".replace("\n", "\r\n")
+    ideas, rejected = _parse(text)
+    assert rejected == [] and len(ideas) == 1 and ideas[0].variants[0].source == GOOD_KERNEL
 
 
 def test_code_without_headers_is_still_one_idea():

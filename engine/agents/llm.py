@@ -185,6 +185,7 @@ class LLMAgent:
         self._litellm = _litellm()
         _FILTER.agents.add(self)
         self._check_model()
+        self.max_tokens = min(self.max_tokens, self._max_output_tokens() or self.max_tokens)
 
     # -- what the store may keep ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -310,6 +311,13 @@ class LLMAgent:
             return
         if not env.get("keys_in_environment") and env.get("missing_keys"):
             raise UserError(f"no API key for {self.model}: set {', '.join(env['missing_keys'])}")
+
+    def _max_output_tokens(self) -> int | None:
+        """The model's own answer-length limit where litellm knows it (asking for more is a 400)."""
+        try:
+            return int(self._litellm.get_model_info(self.model).get("max_output_tokens") or 0) or None
+        except Exception:
+            return None
 
     def _retryable(self, e: Exception) -> bool:
         if any(type(e).__name__ == n or any(c.__name__ == n for c in type(e).__mro__) for n in _RETRYABLE_NAMES):

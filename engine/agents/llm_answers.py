@@ -16,6 +16,7 @@ from .base import TIERS, Idea, Variant
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _FIELD = re.compile(r"^[\s>*_#-]*(TIER|TITLE|HYPOTHESIS|VARIANT|LABEL)[\s*_]*:[\s*_]*(.*)$", re.I | re.M)
+_THINKING = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.S | re.I)  # reasoning models' drafts
 _CODE_LANGS = {"", "python", "py", "python3"}
 
 FORBIDDEN_MODULES = {"socket", "subprocess", "urllib", "requests", "http", "httpx", "shutil", "multiprocessing",
@@ -69,7 +70,7 @@ def parse_answer(text: str, signature: str, backend: str, default_tier: int, max
                  max_variants: int = 3, known_sources: list[str] = ()) -> tuple[list[Idea], list[Rejected]]:
     """The usable ideas of an answer and what was rejected. An answer with no code at all is one rejection;
     code identical to a `known_sources` file (the parent) is rejected too, since the loop would skip it."""
-    text = text or ""
+    text = _THINKING.sub("", (text or "").replace("\r\n", "\n"))
     if not text.strip():
         return [], [Rejected("the answer is empty", "")]
     blocks = [(m.start(), m.end(), m.group(2)) for m in _FENCE.finditer(text) if m.group(1).lower() in _CODE_LANGS]
