@@ -123,7 +123,7 @@ class PlaybookAgent:
         news = [s[knob.name] for s in steps]
         fields = _Fields({**{k: v for k, v in ctx.shape.items()}, "width": _width(ctx.shape) or "?",
                           "old": old, "new": news[0]})
-        why = knob.why.format_map(fields)
+        why = knob.reason(old, news[0]).format_map(fields)
         if len(news) > 1:
             why += f" (also trying {', '.join(_show(v) for v in news[1:])})"
         again = " Revisited around the new best, since the last change can move its best value." if revisit else ""
@@ -270,20 +270,27 @@ def _shape_text(shape: dict) -> str:
 
 
 def _measured(ctx: AgentContext, template: Any, knob: str | None = None, value: Any = None) -> str:
-    """"rmsnorm at 71% of copy bandwidth (0.123 ms) with num_warps=4 on 8192x4096 bf16"."""
+    """"rmsnorm on 8192x4096 (rows, cols) bf16 with num_warps=4: 71% of copy bandwidth, 0.123 ms"."""
     m = ctx.parent_measurement
     ceiling = "copy bandwidth" if template.METRIC == "GB/s" else "matmul peak"
     setting = f" with {knob}={_show(value)}" if knob else ""
     on = f" on {_shape_text(ctx.shape)} {ctx.dtype}" if ctx.shape else f" ({ctx.dtype})"
+    head = f"{ctx.kernel}{on}{setting}"
     if m is None or m.kernel_ms is None:
-        return f"{ctx.kernel}{setting}{on}, not timed yet"
-    frac = f"{m.fraction_of_ceiling:.0%} of {ceiling}, " if m.fraction_of_ceiling is not None else ""
-    timing = "" if ctx.device == "cuda" else " under the CPU interpreter, not a GPU number"
-    return f"{ctx.kernel} at {frac}{m.kernel_ms:.4g} ms{timing}{setting}{on}"
+        return f"{head}: not timed yet"
+    frac = f"{_percent(m.fraction_of_ceiling)} of {ceiling}, " if m.fraction_of_ceiling is not None else ""
+    where = "" if ctx.device == "cuda" else " (CPU interpreter: not a GPU number)"
+    return f"{head}: {frac}{m.kernel_ms:.4g} ms{where}"
+
+
+def _percent(f: float) -> str:
+    return f"{f:.0%}" if f >= 0.01 or f == 0 else f"{f * 100:.2g}%"
 
 
 def _expectation(ctx: AgentContext) -> str:
     m = ctx.parent_measurement
+    if ctx.device != "cuda":
+        return "The interpreter's timing cannot judge this move; it is made for its effect on a GPU."
     if m is None or m.fraction_of_ceiling is None:
         return "Expect the timing to say whether it pays."
     f = m.fraction_of_ceiling

@@ -46,6 +46,14 @@ class Knob:
     values: tuple
     why: str
     ordered: bool = True  # False: categorical (every other value is a neighbour)
+    why_down: str = ""  # the reason for a move to a smaller value, where it differs from `why`
+
+    def reason(self, old: Any, new: Any) -> str:
+        """The unformatted reason for moving from `old` to `new`."""
+        if self.why_down and self.ordered and old in self.values and new in self.values:
+            if self.values.index(new) < self.values.index(old):
+                return self.why_down
+        return self.why
 
     @property
     def constant(self) -> str:

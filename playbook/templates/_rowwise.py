@@ -10,13 +10,16 @@ from . import Knob, next_power_of_2
 from ._source import fill
 
 NUM_WARPS = Knob("num_warps", 1, (1, 2, 4, 8, 16, 32),
-                 "{new} warps instead of {old} change how many loads each row keeps in flight and how many registers each thread holds for a {width}-wide row")
+                 "{new} warps instead of {old} split a {width}-wide row over more threads: more loads in flight per row and fewer values per thread, so latency is hidden better",
+                 why_down="{new} warps instead of {old}: each thread holds more of the {width}-wide row and issues wider, fewer loads, and small rows stop wasting idle threads")
 NUM_STAGES = Knob("num_stages", 1, (1, 2, 3, 4),
                   "{new} pipeline stages instead of {old} let the compiler prefetch the next tile of a looped row (or the next rows of a persistent program) while this one is reduced")
 ROWS_PER_PROGRAM = Knob("rows_per_program", 2, (1, 2, 4, 8),
-                        "{new} rows per program instead of {old} give each program more independent bytes in flight and amortise per-program set-up; {rows} rows keep the grid full either way")
+                        "{new} rows per program instead of {old} give each program more independent bytes in flight and amortise per-program set-up; {rows} rows keep the grid full either way",
+                        why_down="{new} rows per program instead of {old}: fewer registers per thread and more programs over {rows} rows, if register pressure was limiting occupancy")
 PERSISTENT = Knob("persistent", 2, (0, 1, 2, 4, 8),
-                  "a persistent grid of {new} programs per SM (0 = one program per row block; was {old}) removes the launch tail over {rows} rows and does per-program set-up once")
+                  "a persistent grid of {new} programs per SM (0 = one program per row block; was {old}) removes the launch tail over {rows} rows and does per-program set-up once",
+                  why_down="{new} programs per SM instead of {old} (0 = one program per row block): fewer resident programs leave each more registers and cache, or the plain grid lets the scheduler balance {rows} rows itself")
 LOAD_EVICTION = Knob("load_eviction", 2, ("", "evict_first", "evict_last"),
                      "eviction hint {new!r} on the streaming loads (was {old!r}): data read exactly once should not displace what is reused in L2", ordered=False)
 AUTOTUNE = Knob("autotune", 4, (False, True),

@@ -16,7 +16,8 @@ METRIC = "GB/s"
 
 SPACE = (
     Knob("num_warps", 1, (1, 2, 4, 8, 16, 32),
-         "{new} warps instead of {old} change how many loads each row keeps in flight and how many registers each thread holds for a {cols}-wide row"),
+         "{new} warps instead of {old} split a {cols}-wide row over more threads: more loads in flight per row and fewer values per thread, so latency is hidden better",
+         why_down="{new} warps instead of {old}: each thread holds more of the {cols}-wide row and issues wider, fewer loads, and small rows stop wasting idle threads"),
     Knob("num_stages", 1, (1, 2, 3, 4),
          "{new} pipeline stages instead of {old} let the compiler prefetch the next tile of a looped row (or the next row of a persistent program) while this one is reduced"),
     Knob("rows_per_program", 2, (1, 2, 4, 8),
