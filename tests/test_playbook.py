@@ -435,3 +435,25 @@ def test_template_defaults_pass_the_five_stages(kernel, five_stage_verdicts):
         pytest.skip(f"no spec for {kernel} in this build yet")
     verdict = five_stage_verdicts[kernel]
     assert [status for _, status, _ in verdict] == ["pass"] * 5, verdict
+
+
+def test_a_tier_that_stopped_paying_gives_way_and_is_revisited_around_a_new_best():
+    t = get_template("rmsnorm")
+    base = dict(t.DEFAULTS)
+    parent = Measurement("c1", "x", True, kernel_ms=1.0, fraction_of_ceiling=0.7, params=base)
+    slower = [Measurement(f"c{i}", "x", True, kernel_ms=1.2, fraction_of_ceiling=0.6, params={**base, "num_warps": w})
+              for i, w in ((2, 16), (3, 4))]
+    history = [Tried(1, "num_warps", "h", "c1", [slower[0]]), Tried(1, "num_warps", "h", "c1", [slower[1]])]
+    ideas = PlaybookAgent().propose(_ctx("rmsnorm", "c1", base, parent, history, best=parent))
+    assert ideas[0].tier == 2, [i.title for i in ideas]  # tier 1 missed twice in a row: move on
+
+    # A tier-2 move then paid: around that new best, tier 1 gets one more idea.
+    better = Measurement("c4", "x", True, kernel_ms=0.8, fraction_of_ceiling=0.85, params={**base, "rows_per_program": 2})
+    history = history + [Tried(2, "rows_per_program", "h", "c1", [better])]
+    ideas = PlaybookAgent().propose(_ctx("rmsnorm", "c4", better.params, better, history, best=better,
+                                         pool=[("c4", better), ("c1", parent)]))
+    revisits = [i for i in ideas if i.tier == 1]
+    assert len(revisits) == 1 and "Revisited around the new best" in revisits[0].hypothesis
+    assert revisits[0].title.startswith("num_warps") and "85% of copy bandwidth" in revisits[0].hypothesis
+    tried = {json.dumps(m.params, sort_keys=True) for tr in history for m in tr.results}
+    assert all(json.dumps(v.params, sort_keys=True) not in tried for i in ideas for v in i.variants)
