@@ -102,8 +102,8 @@ SPEC = KernelSpec(
     notes=(
         "head_dim is even; the first half pairs with the second: out[..., j] = x[j]*cos[j] - "
         "x[j+D/2]*sin[j], out[..., j+D/2] = x[j+D/2]*cos[j+D/2] + x[j]*sin[j+D/2]. cos/sin are indexed by "
-        "the seq position only (row % seq for a flattened [batch*heads*seq, D] view), so they stay "
-        "in L2 across heads: the floor is one read and one write of x. Rows are short (64-128 "
-        "elements): pack many rows per program. fp32 math, output in x's dtype."
+        "the seq position only: load a block of them once and reuse it for several heads (the starter "
+        "takes 8 heads per program), so the floor is one read and one write of x. Rows are short "
+        "(64-128 elements): pack many positions per program. fp32 math, output in x's dtype."
     ),
 )
