@@ -80,7 +80,7 @@ def test_a_one_knob_move_changes_few_lines():
     b = template.render({**template.DEFAULTS, "num_warps": 16})
     changed = [l for l in difflib.unified_diff(a.splitlines(), b.splitlines(), lineterm="", n=0)
                if l[:1] in "+-" and not l.startswith(("+++", "---"))]
-    assert changed == ["-NUM_WARPS = 8  # [1]", "+NUM_WARPS = 16  # [1]"]
+    assert changed == ["-NUM_WARPS = 8  # tier 1, launch shape", "+NUM_WARPS = 16  # tier 1, launch shape"]
 
 
 def test_kernel_without_template_is_a_clear_error():

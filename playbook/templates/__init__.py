@@ -103,11 +103,14 @@ def effective(template: ModuleType, params: dict[str, Any], shape: dict | None, 
     return fn(full, shape or {}, dtype) if fn else full
 
 
+TIER_NAMES = {1: "launch shape", 2: "memory access", 3: "compute", 4: "algorithm", 5: "Hopper", 6: "kernel-specific"}
+
+
 def knob_header(space: tuple[Knob, ...], params: dict[str, Any]) -> str:
     """The block of module-level constants at the top of a rendered candidate."""
-    lines = ["# Knobs of this candidate; the playbook agent moves one at a time. [tier]"]
+    lines = ["# Knobs of this candidate (the playbook agent moves one per idea), each with its playbook tier."]
     for knob in space:
-        lines.append(f"{knob.constant} = {params[knob.name]!r}  # [{knob.tier}]")
+        lines.append(f"{knob.constant} = {params[knob.name]!r}  # tier {knob.tier}, {TIER_NAMES[knob.tier]}")
     return "\n".join(lines)
 
 
