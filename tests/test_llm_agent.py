@@ -189,8 +189,11 @@ def test_good_answer_becomes_an_idea_and_the_prompt_carries_what_was_measured(ll
 def test_bad_answers_are_recorded_and_retried_with_the_error(llm_server):
     llm_server.play(GARBAGE, UNPARSEABLE, WRONG_SIGNATURE, good_answer())
     agent = make_agent(llm_server, fix_attempts=3)
+    notes = []
+    agent.on_note = notes.append
     ideas = agent.propose(softmax_context())
     assert [i.title for i in ideas] == ["Eight warps per row"]
+    assert len(notes) == 3 and all("unusable" in n and "asking again" in n for n in notes)
     reasons = [f.reason for f in agent.failures]
     assert len(reasons) == 3, reasons
     assert "no ```python code block" in reasons[0]
@@ -233,9 +236,12 @@ def test_rate_limit_and_server_error_back_off_then_succeed(llm_server):
     llm_server.play({"status": 429, "error": "slow down", "headers": {"Retry-After": "1"}},
                     {"status": 500, "error": "boom"}, good_answer())
     agent = make_agent(llm_server)
+    notes = []
+    agent.on_note = notes.append
     t0 = time.monotonic()
     ideas = agent.propose(softmax_context())
     elapsed = time.monotonic() - t0
+    assert len(notes) == 2 and "RateLimitError (429)" in notes[0] and "retrying in" in notes[0]
     assert ideas and len(llm_server.requests) == 3
     (first, d1), (second, d2) = agent.retries
     assert "RateLimitError" in first and d1 >= 1.0  # Retry-After honoured over a 0.05 s backoff
@@ -289,6 +295,8 @@ def test_the_key_is_sent_but_never_kept_or_logged(llm_server, caplog, capfd):
                         {"content": f"TIER: 1\nTITLE: t\n```python\nkey = '{SECRET}'\n```"}, good_answer(),
                         {"status": 400, "error": f"bad request from {SECRET}"})
         agent = make_agent(llm_server, fix_attempts=3)
+        notes = []
+        agent.on_note = notes.append
         ideas = agent.propose(softmax_context())
         with pytest.raises(LLMUnavailable) as info:
             agent.propose(softmax_context())
@@ -298,9 +306,9 @@ def test_the_key_is_sent_but_never_kept_or_logged(llm_server, caplog, capfd):
     assert all(r["headers"]["Authorization"] == f"Bearer {SECRET}" for r in llm_server.requests)
     out, err = capfd.readouterr()
     kept = [repr(agent), json.dumps(agent.describe()), repr(agent.failures), repr(agent.retries),
-            repr(vars(agent)), repr(agent.usage), str(info.value), caplog.text, out, err,
+            repr(vars(agent)), repr(agent.usage), str(info.value), caplog.text, out, err, repr(notes),
             repr([dataclasses.asdict(i) for i in ideas])]
-    assert agent.failures and agent.retries and caplog.text
+    assert agent.failures and agent.retries and caplog.text and len(notes) == 3
     for text in kept:
         assert SECRET not in text
     assert agent.describe()["api_key"] == "***"

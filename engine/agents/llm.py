@@ -33,6 +33,7 @@ from .llm_answers import Rejected, parse_answer
 from .prompts import RETRY_PROMPT, SYSTEM_PROMPT, build_prompt, current_tier
 
 log = logging.getLogger("autokernel.agents.llm")
+log.addHandler(logging.NullHandler())  # a library logs; the app decides where (never a bare stderr in the TUI)
 
 REDACTED = "***"
 # Environment variables whose values are secrets litellm may read (scrubbed like a key passed in).
@@ -181,6 +182,8 @@ class LLMAgent:
         self.failures: list[Failure] = []
         self.last_failures: list[Failure] = []
         self.retries: list[tuple[str, float]] = []  # (what went wrong, seconds waited) per backoff
+        # Called (on the loop's thread) with a redacted line per retry or re-ask, e.g. to emit a `Log` event.
+        self.on_note: Callable[[str], None] | None = None
         self._calls = 0
         self._litellm = _litellm()
         _FILTER.agents.add(self)
@@ -237,7 +240,8 @@ class LLMAgent:
                 reason = "; ".join(r.reason for r in rejected) or "nothing usable"
                 if finish == "length":
                     reason += f" (the answer was cut off at {self.max_tokens} tokens: write less)"
-                log.info("%s: unusable answer (attempt %d): %s", self.model, attempt + 1, self.redact(reason))
+                self._note(f"{self.model}: answer {attempt + 1} unusable ({reason}); asking again"
+                           if attempt < self.fix_attempts else f"{self.model}: answer {attempt + 1} unusable ({reason})")
                 messages += [{"role": "assistant", "content": text or "(empty)"},
                              {"role": "user", "content": RETRY_PROMPT.format(reason=reason, signature=signature)}]
             raise ProposalFailed(self.redact(f"{self.fix_attempts + 1} answers of {self.model} had no usable kernel; "
@@ -248,6 +252,16 @@ class LLMAgent:
                 completion_tokens=self.usage.completion_tokens - before.completion_tokens,
                 cost_usd=self.usage.cost_usd - before.cost_usd, calls=self.usage.calls - before.calls,
                 failed_calls=self.usage.failed_calls - before.failed_calls, note=self.usage.note)
+
+    def _note(self, message: str, level: int = logging.INFO) -> None:
+        """A line for the person watching: to the logger, and to `on_note` if the loop set one."""
+        message = self.redact(message)
+        log.log(level, "%s", message)
+        if self.on_note is not None:
+            try:
+                self.on_note(message)
+            except Exception:  # a listener's failure must not cost the proposal
+                log.exception("on_note failed")
 
     def _fail(self, rejected: Rejected, attempt: int) -> None:
         f = Failure(reason=self.redact(rejected.reason), excerpt=self.redact(rejected.excerpt), attempt=attempt,
@@ -274,7 +288,7 @@ class LLMAgent:
                     raise LLMUnavailable(f"{self.model}: {what} (gave up after {attempt + 1} tries)") from None
                 delay = self._delay(attempt, e)
                 self.retries.append((what, delay))
-                log.warning("%s: %s; retrying in %.1f s", self.model, what, delay)
+                self._note(f"{what}; retrying in {delay:.1f} s", level=logging.WARNING)
                 self._sleep(delay)
                 continue
             self._count(response)
