@@ -249,6 +249,19 @@ def test_rate_limit_and_server_error_back_off_then_succeed(llm_server):
     assert elapsed >= 1.0
 
 
+def test_cancel_cuts_a_long_retry_after_short(llm_server):
+    from autokernel.engine.agents.llm import LLMUnavailable
+
+    llm_server.play({"status": 429, "error": "come back in a minute", "headers": {"Retry-After": "60"}}, good_answer())
+    agent = make_agent(llm_server)
+    agent.on_note = lambda line: threading.Timer(0.2, agent.cancel).start()
+    t0 = time.monotonic()
+    with pytest.raises(LLMUnavailable, match="cancelled while waiting to retry"):
+        agent.propose(softmax_context())
+    assert time.monotonic() - t0 < 10 and agent.retries[0][1] == 60
+    assert len(llm_server.requests) == 1
+
+
 def test_retries_are_bounded_and_auth_errors_are_not_retried(llm_server):
     from autokernel.engine.agents.llm import LLMUnavailable
 

@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -148,14 +149,15 @@ class LLMAgent:
 
     `api_key=None` lets litellm read the provider's environment variable (OPENAI_API_KEY, ...).
     A local OpenAI-compatible server needs only `api_base` (a placeholder key is sent if none is set).
-    `backoff_s`, `max_backoff_s` and `sleep` set the waits between retries (tests make them short).
+    `backoff_s`, `max_backoff_s` and `sleep` set the waits between retries (tests make them short);
+    `cancel()` ends a wait early.
     """
 
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, *,
                  temperature: float = 0.7, timeout_s: float = 300.0, max_retries: int = 4,
                  max_tokens: int = 8192, fix_attempts: int = 2, backoff_s: float = 2.0,
                  max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] | None = None):
         model = (model or "").strip()
         if not model:
             raise UserError("--agent needs a model string, e.g. openai/gpt-4o or anthropic/claude-sonnet-4")
@@ -176,7 +178,8 @@ class LLMAgent:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
-        self._sleep = sleep
+        self._cancelled = threading.Event()
+        self._sleep = sleep or self._cancelled.wait  # a wait that `cancel()` cuts short
         self.usage = Usage()
         self.last_usage = Usage()
         self.failures: list[Failure] = []
@@ -189,6 +192,11 @@ class LLMAgent:
         _FILTER.agents.add(self)
         self._check_model()
         self.max_tokens = min(self.max_tokens, self._max_output_tokens() or self.max_tokens)
+
+    def cancel(self) -> None:
+        """Cut a backoff wait short (from any thread, e.g. when the session stops): `propose` then raises
+        `LLMUnavailable` instead of waiting out a long Retry-After."""
+        self._cancelled.set()
 
     # -- what the store may keep ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -226,6 +234,7 @@ class LLMAgent:
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": build_prompt(ctx, spec)}]
         self._calls += 1
+        self._cancelled.clear()
         self.last_failures = []
         before = Usage(**vars(self.usage))
         try:
@@ -290,6 +299,8 @@ class LLMAgent:
                 self.retries.append((what, delay))
                 self._note(f"{what}; retrying in {delay:.1f} s", level=logging.WARNING)
                 self._sleep(delay)
+                if self._cancelled.is_set():
+                    raise LLMUnavailable(f"{self.model}: cancelled while waiting to retry ({what})")
                 continue
             self._count(response)
             choice = response.choices[0] if getattr(response, "choices", None) else None
