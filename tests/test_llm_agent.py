@@ -473,3 +473,14 @@ def test_importing_the_engine_does_not_import_litellm():
     code = ("import sys, autokernel.engine.cli, autokernel.engine.agents.llm, autokernel.engine.session; "
             "sys.exit('litellm' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_credentials_in_the_api_base_are_kept_out_of_describe(llm_server):
+    from autokernel.engine.agents.llm import LLMAgent, redact_url
+
+    assert redact_url("https://bob:hunter22@llm.example:8443/v1?api-key=abcdef") == "https://llm.example:8443/v1"
+    agent = LLMAgent("openai/test-model", api_base="http://bob:hunter22@127.0.0.1:1/v1?api-key=abcdef")
+    described = json.dumps(agent.describe())
+    assert "hunter22" not in described and "abcdef" not in described and "127.0.0.1:1/v1" in described
+    assert agent.describe()["api_key"] == "from the environment"
+    assert agent.redact("auth bob:hunter22 key api-key=abcdef") == "auth bob:*** key ***"
