@@ -49,3 +49,13 @@ def test_a_cache_used_only_when_unwatched_is_caught_by_the_timer(worker):
     starter = str(get_spec("softmax").starters["triton"])
     (rec,) = worker.bench(starter, kernel="softmax", shapes=[{"rows": 16, "cols": 256}], dtype="fp32")
     assert rec.kernel_ms > 0 and rec.meaningful is False
+
+
+def test_check_cli_prints_a_reason_that_looks_like_markup():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "check", str(CHEATS / "raises_brackets.py"),
+                        "--kernel", "softmax", "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stderr
+    assert "[/tmp/cache]" in r.stderr and "Traceback" not in r.stderr

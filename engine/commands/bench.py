@@ -54,6 +54,7 @@ def _plan(args, device):
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from .. import events as ev
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                     bad = report.first_failure
                     why = f"{bad.name}: {bad.detail}" if bad else report.error
                     failures.append({"kernel": spec.name, "backend": backend, "reason": why})
-                    err.print(f"  [red]failed the harness[/], not timed: {why}")
+                    err.print(f"  [red]failed the harness[/], not timed: {escape(why)}")
                     rec.emit(ev.ErrorEvent(where=f"{spec.name}/{backend}", message=f"failed the harness: {why}"))
                     continue
                 for shape in shapes:
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                                             with_compile=False if args.no_compile else None)
                     except RuntimeError as e:
                         failures.append({"kernel": spec.name, "backend": backend, "reason": f"timing: {e}"})
-                        err.print(f"  [red]timing failed[/]: {e}")
+                        err.print(f"  [red]timing failed[/]: {escape(str(e))}")
                         continue
                     results.append(r)
                     rec.emit(ev.BenchResult(candidate_id=f"starter:{spec.name}:{backend}", target=spec.name,
@@ -127,6 +128,6 @@ def run(args: argparse.Namespace) -> int:
                       f"{r.speedup_eager:.2f}", "-" if r.speedup_compile is None else f"{r.speedup_compile:.2f}")
     console.print(table)
     for f in failures:
-        console.print(f"[red]{f['kernel']} ({f['backend']})[/]: {f['reason']}")
+        console.print(f"[red]{f['kernel']} ({f['backend']})[/]: {escape(f['reason'])}")
     console.print(f"session {sid}")
     return 0 if not failures else 1

@@ -46,6 +46,7 @@ def resolve_candidate(candidate: str | None, kernel: str, backend: str) -> tuple
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from ..devices import resolve_device
     from ..worker import Worker
@@ -60,17 +61,17 @@ def run(args: argparse.Namespace) -> int:
         if status == "running":
             return
         colour = _STYLE.get(status, "white")
-        err.print(f"  [{colour}]{status:>7}[/] {stage:<12} {seconds:6.2f}s  {detail}", highlight=False, markup=True,
+        err.print(f"  [{colour}]{status:>7}[/] {stage:<12} {seconds:6.2f}s  {escape(detail)}", highlight=False, markup=True,
                   soft_wrap=True)
 
-    err.print(f"checking {path} as {kernel} ({args.backend}) on {device}")
+    err.print(f"checking {escape(str(path))} as {kernel} ({args.backend}) on {device}")
     with Worker(device=device, stage_timeout=args.stage_timeout) as worker:
         report = worker.check(str(path), kernel=kernel, backend=args.backend, on_stage=progress)
     if report.error and not any(s.detail == report.error for s in report.stages):
-        err.print(f"  [red]rejected[/]: {report.error}")
+        err.print(f"  [red]rejected[/]: {escape(report.error)}")
     if args.json:
         print_json(report.to_json())
     else:
         verdict = "[green]PASSED[/] all five stages" if report.passed else "[red]FAILED[/]"
-        Console().print(f"{path.name}: {verdict}")
+        Console().print(f"{escape(path.name)}: {verdict}")
     return 0 if report.passed else 1
