@@ -41,8 +41,14 @@ def block(text: str, indent: int = 0) -> str:
 
 
 def join(*parts: str | None) -> str:
-    """Top-level fragments joined by two blank lines (PEP 8); None and empty parts dropped."""
-    return "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
+    """Top-level fragments joined by two blank lines (PEP 8); None and empty parts dropped, and the
+    standard-library imports the fragments did not use left out (the file is read by people)."""
+    source = "\n\n\n".join(p.strip("\n") for p in parts if p) + "\n"
+    for module in ("functools", "os"):
+        line = f"import {module}\n"
+        if line in source and f"{module}." not in source.replace(line, ""):
+            source = source.replace(line, "", 1)
+    return re.sub(r"\n{4,}", "\n\n\n", source)
 
 
 def eviction_arg(policy: str) -> str:
