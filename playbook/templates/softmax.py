@@ -107,6 +107,7 @@ def _kernel(p: dict) -> str:
                 m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
                 s = s * <<rescale>> + tl.sum(<<e>>, axis=1)
                 m = m_new
+            m_safe = tl.where(m == -float("inf"), 0.0, m)
             """,
             load=tiled_load,
             rescale=_exp(p, "m - m_safe"),
