@@ -56,7 +56,7 @@ def _wait_for(predicate, timeout=60.0):
     while time.time() < deadline:
         if predicate():
             return True
-        time.sleep(0.05)
+        time.sleep(0.1)
     return False
 
 
@@ -68,10 +68,12 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     proc = subprocess.Popen([sys.executable, str(driver)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     db = tmp_path / "s.db"
     try:
+        opened = {}
+
         def mid_experiment():
             if not db.exists():
                 return False
-            store = Store(db)
+            store = opened.setdefault("store", Store(db))
             rows = store.sessions()
             if not rows:
                 return False
@@ -80,7 +82,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
             decided = {d.candidate_id for d in _events(store, sid, ev.Decision)}
             # kill while an experiment is under way: written, some stages run, not yet decided
             return len(written) >= 4 and written[-1].candidate_id not in decided
-        assert _wait_for(mid_experiment), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
+        assert _wait_for(mid_experiment, timeout=240), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
