@@ -529,13 +529,30 @@ def run_stages(ctx: CheckContext, on_start: Callable[[str], None] = lambda s: No
         yield outcome
 
 
-@contextmanager
-def torch_untouched() -> Iterator[list[str]]:
-    """Yields a list that, after the block, names torch functions the candidate replaced
-    (a candidate that monkeypatches torch could change the reference it is compared with)."""
+def _watched_namespaces() -> dict[str, Any]:
+    """torch's public namespaces and every loaded autokernel module (the harness, the timer, the specs and
+    their references), with the classes those modules define: what a candidate could replace to change
+    the reference, the comparison or the verdict."""
     import torch.nn.functional as F
 
-    watched = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
+    out: dict[str, Any] = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("autokernel."):
+            continue
+        out[name] = module
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                out[f"{name}.{attr}"] = value
+    return out
+
+
+@contextmanager
+def torch_untouched() -> Iterator[list[str]]:
+    """Yields a list that, after the block, names what the candidate replaced in torch or in the
+    harness's own modules (a candidate that monkeypatches could change the reference it is compared
+    with, or the comparison itself). In-process, so it raises the bar rather than proving anything:
+    a candidate determined to subvert the process it runs in can; the search never writes such code."""
+    watched = _watched_namespaces()
     before = {(m, n): v for m, obj in watched.items() for n, v in list(vars(obj).items()) if not n.startswith("__")}
     changed: list[str] = []
     try:

@@ -349,7 +349,7 @@ def _serve(conn: _Duplex, device: str) -> None:
             if changed:
                 # The candidate replaced torch functions: its verdict, and every later reference in
                 # this process, would be suspect. Reject it and end this worker.
-                conn.send(("result", f"the candidate replaced {', '.join(changed[:3])} (monkeypatching torch is not allowed)",
+                conn.send(("result", f"the candidate replaced {', '.join(changed[:3])} (monkeypatching torch or the harness is not allowed)",
                            "exiting"))
                 return
             conn.send(("result", ""))

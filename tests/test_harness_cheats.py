@@ -59,3 +59,9 @@ def test_check_cli_prints_a_reason_that_looks_like_markup():
                         "--kernel", "softmax", "--device", "cpu"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stderr
     assert "[/tmp/cache]" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_candidate_that_patches_the_harness_is_rejected(worker):
+    report = worker.check(str(CHEATS / "patches_harness.py"), kernel="softmax")
+    assert not report.passed
+    assert "autokernel.engine.harness.compare" in report.error
