@@ -40,6 +40,9 @@ class SearchLimits:
     max_variants: int = 3
 
 
+AGENT_FAILURES_ALLOWED = 3  # rounds in a row in which every propose() raised, before the target is given up
+
+
 class StopLoop(Exception):
     """Raised inside the loop when the person stopped it (the session ends as `stopped`)."""
 
@@ -116,6 +119,8 @@ class TargetSearch:
         self.t = target
         self.spec = spec
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
+        self._agent_failed = False  # every propose() of the last round raised
+        self._agent_failures = 0  # such rounds in a row
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self) -> str:
@@ -139,8 +144,11 @@ class TargetSearch:
             if t.since_improvement >= ctx.limits.plateau:
                 return self._done("plateau", f"no new best in {t.since_improvement} experiments")
             queue = self._propose_round()
+            if not queue and self._agent_failed and self._agent_failures < AGENT_FAILURES_ALLOWED:
+                continue  # the agent failed (network, parse): ask again, a few times, before giving up
             if not queue:
-                return self._done("exhausted", "the agent has no new ideas for this target")
+                return self._done("exhausted", "the agent failed repeatedly" if self._agent_failed
+                                  else "the agent has no new ideas for this target")
             for idea, variant, parent in queue:
                 reason = self._check_controls(budget=True)
                 if reason:
@@ -196,11 +204,15 @@ class TargetSearch:
         seen = {_digest(s) for s in t.sources()}
         queue: list[tuple[dict, Variant, CandidateRecord]] = []
         round_no = t.rounds
+        failures = 0
         for seed in seeds:
             try:
                 ideas: list[Idea] = list(ctx.agent.propose(self._context(seed)) or [])
             except Exception as e:  # an agent's failure costs a round, never the session
-                ctx.emit(ev.ErrorEvent(where=f"agent {ctx.agent_name}", message=f"{type(e).__name__}: {e}"))
+                failures += 1
+                message = f"{type(e).__name__}: {e}"
+                redact = getattr(ctx.agent, "redact", None)  # an LLM agent knows its secrets
+                ctx.emit(ev.ErrorEvent(where=f"agent {ctx.agent_name}", message=redact(message) if redact else message))
                 ideas = []
             self._record_usage()
             for idea in ideas[: ctx.limits.max_ideas]:
@@ -211,6 +223,8 @@ class TargetSearch:
                         continue
                     seen.add(d)
                     queue.append((slot, variant, seed))
+        self._agent_failed = failures == len(seeds)
+        self._agent_failures = self._agent_failures + 1 if self._agent_failed else 0
         return queue
 
     def _record_usage(self) -> None:

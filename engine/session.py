@@ -55,6 +55,7 @@ class SessionConfig:
     integrate: bool = True
     integrate_timeout_s: float = 900.0
     hint: str = ""
+    api_base: str | None = None  # an OpenAI-compatible server for the LLM agent (never stored: may hold a key)
 
     def limits(self) -> SearchLimits:
         return SearchLimits(max_experiments=self.max_experiments, budget_s=self.budget_s,
@@ -72,18 +73,17 @@ class SessionConfig:
             raise UserError(f"model file {self.model_path} does not exist")
 
 
-def make_agent(name: str) -> Any:
+def make_agent(name: str, api_base: str | None = None) -> Any:
     """The offline playbook agent, or the LLM agent for any other string (imported lazily)."""
     if name == "playbook":
-        from .agents import playbook
+        from .agents.playbook import PlaybookAgent
 
-        cls = getattr(playbook, "PlaybookAgent")
-        return cls()
+        return PlaybookAgent()
     try:
         from .agents.llm import LLMAgent
     except ImportError as e:
         raise UserError(f"the LLM agent is not available ({e}); use --agent playbook") from e
-    return LLMAgent(model=name)
+    return LLMAgent(model=name, api_base=api_base)
 
 
 def row_dict(row: Any) -> dict[str, Any]:
@@ -147,6 +147,7 @@ class OptimizeSession:
         self.state: SearchState | None = None
         self.recorder: Recorder | None = None
         self.summary: dict[str, Any] = {}
+        self.agent: Any = None
 
     # -- controls (any thread) -------------------------------------------------------------------
     def _control_event(self, action: str, value: str = "") -> None:
@@ -162,6 +163,9 @@ class OptimizeSession:
 
     def stop(self) -> None:
         self.control.stop()
+        cancel = getattr(self.agent, "cancel", None)  # an LLM agent waiting out a retry gives up at once
+        if callable(cancel):
+            cancel()
         self._control_event("stop")
 
     def skip_target(self) -> None:
@@ -221,7 +225,12 @@ class OptimizeSession:
             if todo:
                 from autokernel.kernels import get_spec
 
-                agent = self._agent if self._agent is not None else make_agent(self.agent_name)
+                agent = self._agent if self._agent is not None else make_agent(self.agent_name, cfg.api_base)
+                self.agent = agent
+                if hasattr(agent, "on_note"):  # retries and re-asks of an LLM agent go to the log
+                    agent.on_note = lambda line: emit(ev.Log(level="info", message=f"agent: {line}"))
+                if self.control.stop_requested:
+                    raise StopLoop()
                 if self._worker is not None:
                     worker = self._worker
                 else:

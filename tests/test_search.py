@@ -310,3 +310,71 @@ def test_the_loop_itself_costs_little_per_experiment(env):
     summary = session.run()
     per_experiment = (time.perf_counter() - t0) / summary["experiments"]
     assert summary["experiments"] == 40 and per_experiment < 0.1, per_experiment
+
+
+class _LLMLikeAgent(EndlessAgent):
+    """Counts usage the way the LLM agent does (a `usage` object), notes retries, fails once with a secret."""
+
+    name = "openai/test-model"
+
+    def __init__(self):
+        super().__init__()
+        from types import SimpleNamespace
+
+        self.usage = SimpleNamespace(prompt_tokens=0, completion_tokens=0, cost_usd=0.0)
+        self.on_note = None
+        self.cancelled = False
+
+    def propose(self, ctx):
+        self.usage.prompt_tokens += 1000
+        self.usage.completion_tokens += 200
+        self.usage.cost_usd += 0.01
+        if self.on_note:
+            self.on_note("rate limited, retried after 1 s")
+        if self.calls == 1:
+            self.calls += 1
+            raise RuntimeError("bad gateway for key sk-SECRET123")
+        return super().propose(ctx)
+
+    def redact(self, text):
+        return text.replace("sk-SECRET123", "[redacted]")
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def test_a_failing_agent_is_given_up_after_a_few_rounds(env):
+    tmp_path, model = env
+
+    class Broken:
+        name = "broken"
+        calls = 0
+
+        def propose(self, ctx):
+            Broken.calls += 1
+            raise ConnectionError("no route to the model")
+
+    session, store = _session(tmp_path, model, Broken(), plateau=50)
+    session.run()
+    done = _events(store, session.session_id, ev.TargetDone)
+    assert [(d.target, d.reason) for d in done] == [("fakesoft", "exhausted"), ("fakenorm", "exhausted")]
+    assert Broken.calls == 6 and len(_events(store, session.session_id, ev.ErrorEvent)) == 6
+
+
+def test_llm_usage_notes_and_redacted_errors(env):
+    tmp_path, model = env
+    agent = _LLMLikeAgent()
+    session, store = _session(tmp_path, model, agent, max_experiments=6, plateau=50)
+    session.run()
+    sid = session.session_id
+    usage = _events(store, sid, ev.LLMUsage)
+    assert usage[0].prompt_tokens == 1000 and usage[0].completion_tokens == 200
+    assert usage[-1].total_cost_usd == pytest.approx(0.01 * agent.calls)  # every call counted, the failed one too
+    done = _events(store, sid, ev.TargetDone)
+    assert not done or done[0].reason == "budget"  # one failed call did not end the target
+    assert len(_events(store, sid, ev.CandidateWritten)) == 6
+    errors = _events(store, sid, ev.ErrorEvent)
+    assert errors and "[redacted]" in errors[0].message and "SECRET" not in json.dumps([e.payload() for _, e in store.events(sid)])
+    assert any("agent: rate limited" in e.message for e in _events(store, sid, ev.Log))
+    session.stop()
+    assert agent.cancelled
