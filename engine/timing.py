@@ -1,7 +1,7 @@
 """Honest timing of a kernel against PyTorch eager and torch.compile, in one process and one run.
 
 On a GPU: CUDA events on the default stream around each call, warm-up first, the median of many
-calls; before every timed call (outside the timed region) the inputs are negated in place and the
+calls; before every timed call (outside the timed region) the first data input is negated in place and the
 L2 is flushed, and the inputs rotate among enough sets that together they are several times the L2.
 The negation keeps the tensor objects, addresses and version counters, so a kernel that caches
 results by anything but the data itself is timed on stale answers, and the last timed call's
@@ -82,12 +82,14 @@ def _flush_l2(device: str) -> None:
 
 
 def _flip(args: tuple, data_args: tuple[int, ...]) -> None:
-    """Negate the data inputs in place (exact, reversible, and the random inputs keep their
-    distribution), through `.data` so the tensor objects, addresses and version counters stay the
-    same: only a kernel that reads the data can know the values changed, so a cache is useless."""
+    """Negate the first floating data input in place (exact, reversible, and the random inputs keep
+    their distribution), through `.data` so the tensor objects, addresses and version counters stay
+    the same: only a kernel that reads the data can know the values changed, so a cache is useless.
+    One input only: negating both operands of a product (matmul) would leave the answer unchanged."""
     for i in data_args:
         if i < len(args) and isinstance(args[i], torch.Tensor) and args[i].is_floating_point():
             args[i].data.neg_()
+            return
 
 
 def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: tuple[int, ...] = (0,),
