@@ -360,6 +360,13 @@ class OptimizeSession:
             from .profiling import profile_model
 
             result = profile_model(load_model(self.config.model_path, device, size=self.config.size))
+            if device == "cuda":  # the model is gone: give its memory back to the worker and the integration
+                import gc
+
+                import torch
+
+                gc.collect()
+                torch.cuda.empty_cache()
         rows = [row_dict(r) for r in result.rows]
         self.recorder.emit(ev.ProfileReady(device=result.device, total_ms=float(result.total_ms), rows=rows))
 
