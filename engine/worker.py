@@ -62,6 +62,11 @@ class Worker:
     def _start(self) -> None:
         parent_r, child_w = os.pipe()
         child_r, parent_w = os.pipe()
+        if self._stderr_path:  # the previous worker's log (its death was reported already)
+            try:
+                os.unlink(self._stderr_path)
+            except OSError:
+                pass
         fd, self._stderr_path = tempfile.mkstemp(prefix="autokernel-worker-", suffix=".log")
         env = dict(os.environ)
         if self.device == "cpu":
