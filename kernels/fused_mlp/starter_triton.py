@@ -62,11 +62,14 @@ def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.co
 @triton.jit
 def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
                     stride_xm, stride_xk, stride_wk, stride_wn, stride_hm, stride_hn,
-                    IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
     pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    if INT64:  # element offsets past 2**31 (e.g. a 16k x 128k logits matrix)
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
     x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk
     w_offs = offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn  # w_gate and w_up share a layout
@@ -100,6 +103,9 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
     h = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # silu(g) * u in fp32
     offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_hn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_hm = offs_hm.to(tl.int64)
+        offs_hn = offs_hn.to(tl.int64)
     mask = (offs_hm[:, None] < M) & (offs_hn[None, :] < N)
     tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
 
@@ -108,11 +114,14 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
     pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    if INT64:  # element offsets past 2**31 (e.g. a 16k x 128k logits matrix)
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
@@ -136,12 +145,20 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         b_ptrs += BLOCK_K * stride_bk
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_cm = offs_cm.to(tl.int64)
+        offs_cn = offs_cn.to(tl.int64)
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 _gate_up_tuned = _tuned(_gate_up_kernel, GATE_UP_TILES)
 _matmul_tuned = _tuned(_matmul_kernel, DOWN_TILES)
+
+
+def _span(t):
+    """The largest element offset a 2-D tensor's strides reach."""
+    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
 
 
 def _grid(M, N):
@@ -160,7 +177,8 @@ def kernel_fn(x, w_gate, w_up, w_down):
         return out.fill_(0).reshape(x.shape)
     if w_gate.stride() != w_up.stride():
         w_gate, w_up = w_gate.contiguous(), w_up.contiguous()
-    flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16)
+    flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16,
+                 INT64=max(_span(t) for t in (x2d, w_gate, w_up, w_down)) >= 2**31 or tokens * inter >= 2**31)
     if INTERPRETED or tokens * hidden * inter < AUTOTUNE_MIN_WORK:
         tile, warps, stages = SMALL_TILE
         gate_up, down = _gate_up_kernel, _matmul_kernel

@@ -98,6 +98,7 @@ SPEC = KernelSpec(
         "tiles are 128x256x64 and 128x128x64 with 3-4 stages and 8 warps; persistent kernels and "
         "TMA descriptors are the next steps. fp32 inputs must be multiplied in IEEE fp32 "
         "(tl.dot(..., input_precision='ieee')): TF32 fails the fp32 tolerance. Element offsets are "
-        "int32 in the starter: fine while M*K, K*N and M*N stay below 2**31."
+        "int32 in the starter unless a tensor spans 2**31 elements (a 16k x 128k logits matrix does): "
+        "then the INT64 variant is compiled."
     ),
 )

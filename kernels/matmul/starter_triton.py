@@ -35,7 +35,7 @@ AUTOTUNE_MIN_WORK = 1 << 24  # M*N*K below this (256**3) is launch-bound: no aut
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                   IEEE: tl.constexpr, UPCAST: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -50,6 +50,9 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     # Rows/columns past the edge wrap around (valid addresses, results never stored).
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    if INT64:  # element offsets past 2**31 (e.g. a 16k x 128k logits matrix)
+        offs_am = offs_am.to(tl.int64)
+        offs_bn = offs_bn.to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
@@ -75,6 +78,9 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64:
+        offs_cm = offs_cm.to(tl.int64)
+        offs_cn = offs_cn.to(tl.int64)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
@@ -85,6 +91,11 @@ _matmul_tuned = triton.autotune(
              for m, n, k, w, st in TUNED_TILES],
     key=["M", "N", "K", "IEEE", "UPCAST"],
 )(_matmul_kernel)
+
+
+def _span(t):
+    """The largest element offset a 2-D tensor's strides reach."""
+    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
 
 
 def matmul(a, b, out=None):
@@ -98,7 +109,8 @@ def matmul(a, b, out=None):
         return c.fill_(0)
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    flags = dict(IEEE=a.dtype == torch.float32, UPCAST=INTERPRETED and a.dtype == torch.bfloat16)
+    flags = dict(IEEE=a.dtype == torch.float32, UPCAST=INTERPRETED and a.dtype == torch.bfloat16,
+                 INT64=max(_span(a), _span(b), _span(c)) >= 2**31)
     if INTERPRETED or M * N * K < AUTOTUNE_MIN_WORK:
         tile, warps, stages = SMALL_TILE
         _matmul_kernel[grid](*args, **flags, **tile, num_warps=warps, num_stages=stages)
