@@ -9,9 +9,11 @@ Run on a GPU machine before a full harness run:
 The builds run first, in parallel processes (`--jobs`), and land in torch's extension cache, so the
 harness later loads them without compiling. The check covers the spec's smoke shape, its edge
 shapes and a few sweep shapes in every dtype, compared in float64 with the spec's tolerance, and
-runs each case twice to report whether the output is bitwise reproducible. Kernel types whose spec
-or CUDA starter is missing are reported as skipped. This is a quick pre-flight check, not the
-harness: it does not poison outputs, test non-contiguous inputs or look for forbidden ops.
+runs each case twice to report whether the output is bitwise reproducible, and fails a starter that
+changes its inputs. Judged as the harness judges (float64 reference, per-dtype tolerance). Kernel
+types whose spec or CUDA starter is missing are reported as skipped. This is a quick pre-flight
+check, not the harness: it does not poison outputs or look for forbidden ops or side streams
+(tests/test_cuda_starters_gpu.py adds every input regime and non-contiguous inputs).
 Exit status: 0 when every present starter passed, 1 otherwise, 2 without a GPU.
 """
 
