@@ -20,7 +20,7 @@ SEQ_TILE, HEADS_PER_PROGRAM = (16384, 32) if INTERPRETED else (2048, 8)
 
 
 @triton.jit
-def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_groups,
+def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_dim, head_groups,
                  stride_cs, HEADS_PER_PROGRAM: tl.constexpr, SEQ_BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
     pid_s = tl.program_id(0)
     pid_bg = tl.program_id(1)
@@ -34,7 +34,6 @@ def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_groups
     c2 = tl.load(cos_ptr + cs + half, mask=tile_ok, other=0.0).to(tl.float32)
     s1 = tl.load(sin_ptr + cs, mask=tile_ok, other=0.0).to(tl.float32)
     s2 = tl.load(sin_ptr + cs + half, mask=tile_ok, other=0.0).to(tl.float32)
-    head_dim = 2 * half
     for h in range(first_head, tl.minimum(first_head + HEADS_PER_PROGRAM, heads)):
         rows = (b * heads + h) * seq + pos  # row of [batch*heads*seq, head_dim]
         offs = rows[:, None] * head_dim + cols[None, :]
@@ -62,6 +61,6 @@ def kernel_fn(x, cos, sin):
         per_program = min(HEADS_PER_PROGRAM, heads)
         head_groups = triton.cdiv(heads, per_program)
         grid = (triton.cdiv(seq, seq_block), batch * head_groups)
-        _rope_kernel[grid](xc, cos2d, sin2d, out, heads, seq, half, head_groups, cos2d.stride(0),
+        _rope_kernel[grid](xc, cos2d, sin2d, out, heads, seq, half, d, head_groups, cos2d.stride(0),
                            HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block, BLOCK_H=block_h, num_warps=4)
     return out
