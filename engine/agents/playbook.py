@@ -50,18 +50,27 @@ class PlaybookAgent:
     # -- the first step: from a starter (or foreign code) into the template family ----------------
     def _enter_template(self, template: Any, ctx: AgentContext, tried: set[str]) -> list[Idea]:
         base = dict(template.DEFAULTS)
-        warps = _warps_for_width(_width(ctx.shape), ctx.dtype)
         starts = [base]
-        if "num_warps" in base:
-            for w in (warps, warps * 2, max(warps // 2, 1)):
-                starts.append({**base, "num_warps": min(w, 32)})
+        if "rows_per_program" in base and _width(ctx.shape):
+            # Row kernels: spread the first guesses over the two moves that most often decide them.
+            warps = _warps_for_width(_width(ctx.shape), ctx.dtype)
+            sized = {**base, "num_warps": warps}
+            starts = [sized, {**sized, "num_warps": min(warps * 2, 32)}]
+            starts += [{**sized, "rows_per_program": 2}, {**sized, "num_warps": max(warps // 2, 1)}, base]
+        elif "num_warps" in base:
+            knob = next(k for k in template.SPACE if k.name == "num_warps")
+            starts += [{**base, "num_warps": v} for _, v in _neighbours(knob, base["num_warps"])[:2]]
+        allowed = {k.name: k.values for k in template.SPACE}
         variants, seen = [], set()
         for params in starts:
+            if any(v not in allowed[k] for k, v in params.items()):
+                continue
             key = _key(template, params, ctx.shape, ctx.dtype)
             if key in tried or key in seen:
                 continue
             seen.add(key)
-            label = "template defaults" + (f", num_warps={params['num_warps']}" if "num_warps" in params else "")
+            changed = [f"{k}={_show(v)}" for k, v in params.items() if v != base[k]]
+            label = "template defaults" + (", " + ", ".join(changed) if changed else "")
             variants.append(Variant(source=template.render(params), label=label, params=dict(params)))
             if len(variants) >= max(ctx.max_variants, 1):
                 break
@@ -70,8 +79,8 @@ class PlaybookAgent:
         where = _measured(ctx, template)
         hypothesis = (
             f"{where}. The parent is not from the playbook's {ctx.kernel} template, so there are no knobs to move yet: "
-            f"this idea moves to the template family (whole-row tiles, fp32 math, cache hints; its defaults and "
-            f"num_warps sized for {_width(ctx.shape) or '?'}-wide rows), so later rounds can tune it one knob at a time."
+            f"this idea moves to the template family (its defaults and, for row kernels, first guesses of the launch "
+            f"shape for {_width(ctx.shape) or '?'}-wide rows), so later rounds can tune it one knob at a time."
         )
         return [Idea(tier=1, title=f"Move from the starter to the playbook {ctx.kernel} template", hypothesis=hypothesis,
                      variants=variants, parent_id=ctx.parent_id)]
@@ -253,13 +262,15 @@ def _width(shape: dict) -> int:
 
 
 def _warps_for_width(width: int, dtype: str) -> int:
-    """A first guess of warps for a row `width` wide: about 8 elements per thread per pass."""
-    if not width:
+    """The usual first guess of warps for a row `width` wide held in registers (4 up to 2K elements,
+    8 up to 8K, 16 up to 32K, then 32): enough threads for the row, 8 to 32 values each."""
+    if width <= 2048:
+        return 4
+    if width <= 8192:
         return 8
-    warps = 1
-    while warps < 32 and warps * 32 * 8 < width:
-        warps *= 2
-    return warps
+    if width <= 32768:
+        return 16 if width <= 16384 else 32
+    return 32
 
 
 def _shape_text(shape: dict) -> str:
