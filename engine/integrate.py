@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .events import IntegrationResult
 
@@ -27,11 +27,13 @@ RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
 
 # -- parent side ---------------------------------------------------------------------------------------
 def integrate_session_kernels(model_path: str, device: str, kernels: list[dict], workdir: Path,
-                              size: str | None = None, trials: int = 3, timeout_s: float = 900.0) -> IntegrationResult:
+                              size: str | None = None, trials: int = 3, timeout_s: float = 900.0,
+                              should_stop: Callable[[], bool] | None = None) -> IntegrationResult | None:
     """Write the kernels and a request under `workdir`, run the integration subprocess, read its answer.
 
     `kernels`: [{kind, candidate_id, source, dtype}]. Never raises for a kernel's or model's fault: a
     failed integration is an `IntegrationResult` with `correct=False` and the reason in `detail`.
+    Returns None if `should_stop()` turned true first (the subprocess is killed; nothing was decided).
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -47,12 +49,23 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     env = dict(os.environ)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
-    try:
-        proc = subprocess.run([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
-                              capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        return IntegrationResult(replaced=entries, correct=False, detail=f"integration timed out after {timeout_s:.0f} s",
-                                 meaningful=device == "cuda")
+    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stdout, stderr = proc.communicate(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            stopped = should_stop is not None and should_stop()
+            if stopped or time.monotonic() > deadline:
+                proc.kill()
+                proc.communicate()
+                if stopped:
+                    return None
+                return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
+                                         detail=f"integration timed out after {timeout_s:.0f} s")
+    proc.stdout, proc.stderr = stdout, stderr
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             data = json.loads(line[len(RESULT_PREFIX):])

@@ -384,7 +384,10 @@ class OptimizeSession:
         workdir = cache_dir() / "sessions" / self.session_id / "integration"
         result = integrate_session_kernels(self.config.model_path, device, kernels, workdir, size=self.config.size,
                                            trials=3 if device == "cuda" else 2,
-                                           timeout_s=self.config.integrate_timeout_s)
+                                           timeout_s=self.config.integrate_timeout_s,
+                                           should_stop=lambda: self.control.stop_requested)
+        if result is None:  # stopped: integration runs again on resume
+            raise StopLoop()
         self.recorder.emit(result)
 
     def _finish(self, status: str, t0: float) -> None:

@@ -291,9 +291,10 @@ def test_headless_prompt_answers_the_gate(env, monkeypatch, capsys):
     prompts = []
     monkeypatch.setattr("builtins.input", lambda prompt: prompts.append(prompt) or next(answers))
     session, store = _session(tmp_path, model, agent, listeners=[HeadlessPrinter(sys.stdout)], approval="ask", plateau=5)
-    runner = threading.Thread(target=session.run)
+    finished = threading.Event()
+    runner = threading.Thread(target=lambda: (session.run(), finished.set()))
     runner.start()
-    _prompt_loop(session, runner, sys.stdout)
+    _prompt_loop(session, finished, sys.stdout)
     runner.join(10)
     decisions = [(d.decision, d.by) for d in _events(store, session.session_id, ev.Decision) if d.by == "user"]
     assert decisions == [("kept", "user"), ("rejected", "user")]

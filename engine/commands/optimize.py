@@ -133,10 +133,10 @@ class HeadlessPrinter:
                     + (" by user" if e.by == "user" else ""))
 
 
-def _prompt_loop(session, thread: threading.Thread, out: TextIO) -> None:
-    """Answer approvals from the terminal while the session thread runs."""
+def _prompt_loop(session, finished: threading.Event, out: TextIO) -> None:
+    """Answer approvals from the terminal while the session thread runs (until `finished` is set)."""
     asked = None
-    while thread.is_alive():
+    while not finished.is_set():
         pending = session.pending_approval
         if pending and pending["candidate_id"] != asked:
             asked = pending["candidate_id"]
@@ -149,7 +149,7 @@ def _prompt_loop(session, thread: threading.Thread, out: TextIO) -> None:
                 if answer in ("r", "reject", "n", "no"):
                     session.reject(asked)
                     break
-        thread.join(0.2)
+        finished.wait(0.2)
 
 
 def _run_in_tui(args: argparse.Namespace) -> int:
@@ -190,11 +190,16 @@ def run(args: argparse.Namespace) -> int:
     session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])
     box: dict[str, Any] = {}
 
+    # Our own "done" flag: a Thread.join() cut by Ctrl-C can leave is_alive() wrongly False (Python < 3.13).
+    finished = threading.Event()
+
     def target() -> None:
         try:
             box["summary"] = session.run()
         except BaseException as e:  # carried to the main thread, which reports it
             box["error"] = e
+        finally:
+            finished.set()
 
     def terminate(signum, frame):  # `kill` stops as cleanly as Ctrl-C does
         raise KeyboardInterrupt()
@@ -206,16 +211,16 @@ def run(args: argparse.Namespace) -> int:
     interrupted = False
     try:
         if args.approval == "ask":
-            _prompt_loop(session, thread, out)
-        while thread.is_alive():
-            thread.join(0.2)
+            _prompt_loop(session, finished, out)
+        while not finished.wait(0.2):
+            pass
     except (KeyboardInterrupt, EOFError):
         interrupted = True
         print("stopping after the current experiment (Ctrl-C again to leave now; --resume continues)", file=sys.stderr)
         session.stop()
         try:
-            while thread.is_alive():
-                thread.join(0.2)
+            while not finished.wait(0.2):
+                pass
         except KeyboardInterrupt:
             print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}",
                   file=sys.stderr)
