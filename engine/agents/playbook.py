@@ -17,7 +17,7 @@ from typing import Any
 
 from autokernel.playbook.templates import Knob, complete, effective, get_template
 
-from .base import TIERS, AgentContext, Idea, Measurement, Tried, Variant
+from .base import AgentContext, Idea, Measurement, Tried, Variant
 
 PATIENCE = 2  # ideas in a row that did not pay before a tier is left behind
 GAIN = 0.01  # a move "paid" if it beat its parent by more than this fraction

@@ -8,7 +8,7 @@ specialization, and mask elision when K divides the tile.
 
 from __future__ import annotations
 
-from . import Knob, knob_header, next_power_of_2
+from . import Knob, knob_header
 from ._source import IMPORTS, INTERPRETER_NOTE, TMA_READY, autotune_decorator, fill, join
 
 KERNEL = "matmul"
@@ -270,4 +270,4 @@ def render(params: dict) -> str:
     )
 
 
-__all__ = ["KERNEL", "METRIC", "SPACE", "DEFAULTS", "render", "effective", "dot_loop", "GROUP_M_SWIZZLE", "next_power_of_2"]
+__all__ = ["KERNEL", "METRIC", "SPACE", "DEFAULTS", "render", "effective", "dot_loop", "GROUP_M_SWIZZLE"]
