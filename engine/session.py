@@ -107,13 +107,13 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], dev
     from autokernel.kernels import available, get_spec
 
     known = set(available())
-    plan, seen = [], set()
+    plan, seen, unknown = [], set(), {}
     for i, row in enumerate(rows):
         kind = row.get("kind")
         if kind in seen:
             continue
         if kind not in known:
-            log(f"skipping {row.get('name', kind)!s}: no kernel spec for kind {kind!r}")
+            unknown.setdefault(kind, []).append(str(row.get("name", kind)))
             continue
         if not row.get("target_shape"):
             log(f"skipping {row.get('name', kind)!s}: the profiler found no target shape")
@@ -127,6 +127,9 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], dev
         seen.add(kind)
         plan.append({"kind": kind, "row": i, "shape": dict(row["target_shape"]),
                      "dtype": dtype_name(row.get("target_dtype")), "backend": use})
+    for kind, names in unknown.items():
+        log(f"skipping {len(names)} row(s) of kind {kind!r} (no kernel spec): {', '.join(names[:6])}"
+            + (" ..." if len(names) > 6 else ""))
     return plan
 
 
