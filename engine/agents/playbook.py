@@ -5,9 +5,13 @@ replayed and compared. Each idea moves one knob of the parent's params (a few va
 the idea's variants); the hypothesis says what the parent measured and why the move could pay.
 
 How the tiers are walked: a tier stays open until `PATIENCE` of its ideas in a row fail to beat
-their parent; the current tier is the lowest open tier with a move left, and ideas are filled
-from there upwards. When the parent is a new best that came from tier t, each lower tier gets
-one more idea around it (a structural change can move the best block size or warp count).
+their parent, and a knob goes stale the same way. Moves are ordered: near values (within `NEAR`
+steps) before far ones, open tiers before closed ones, fresh knobs before stale ones, then by tier
+and by the template's own order of likely payoff; the first `max_ideas` knobs become the ideas.
+When the parent is a new best that came from tier t, one lower tier gets one more idea around it
+(a structural change can move the best warp count). A move that is a no-op at the target shape
+(e.g. a tile cap above the row width) is not an experiment, and nothing already tried is repeated.
+When no single-knob move is left, `propose` returns [] and the loop moves on.
 """
 
 from __future__ import annotations
