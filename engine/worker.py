@@ -32,7 +32,9 @@ StageCallback = Callable[[str, str, str, float], None]  # (stage, status, detail
 
 
 def _default_stage_timeout(device: str) -> float:
-    return float(os.environ.get("AUTOKERNEL_STAGE_TIMEOUT", 120 if device == "cpu" else 60))
+    # On a fresh GPU machine a stage may JIT-compile a Triton kernel for every shape and dtype of the
+    # sweep (~1 s each, 27+ in the shape sweep), so the GPU gets the same allowance as the interpreter.
+    return float(os.environ.get("AUTOKERNEL_STAGE_TIMEOUT", 120))
 
 
 class WorkerDied(Exception):

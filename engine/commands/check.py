@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("candidate", nargs="?", help="a Python file that defines kernel_fn (default: the kernel's starter)")
     p.add_argument("--kernel", required=True, help="kernel type (see `autokernel kernels`)")
     p.add_argument("--backend", choices=("triton", "cuda"), default="triton", help="which starter to check (default: triton)")
-    p.add_argument("--stage-timeout", type=float, default=None, metavar="S", help="seconds a stage may take (default: 60 on GPU, 120 on CPU)")
+    p.add_argument("--stage-timeout", type=float, default=None, metavar="S", help="seconds a stage may take (default: 120, or $AUTOKERNEL_STAGE_TIMEOUT)")
     add_device_flag(p)
     add_json_flag(p)
 
