@@ -143,3 +143,85 @@ def test_kernels_command_prints_a_table():
     for name in MY_KERNELS:
         assert name in done.stdout
     assert "kernel_fn(x, weight, bias, eps=1e-5)" in done.stdout
+
+
+# The interpreter runs kernels as Python, so only the compiler sees some errors (types it cannot
+# lower, a shared-memory layout ptxas rejects). Each starter's Triton launches at LLM shapes are
+# captured on CPU tensors (nothing runs) and compiled for sm_90 through ptxas, as an H100 would.
+COMPILE_FOR_HOPPER = r'''
+import importlib.util, json, sys, warnings
+warnings.simplefilter("ignore")
+import torch, triton
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
+from autokernel.kernels import get_spec
+
+if "nvidia" not in triton.backends.backends:
+    print(json.dumps({"skip": "this Triton has no NVIDIA backend"})); sys.exit(0)
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+captured = []
+JITFunction.run = lambda self, *args, grid, warmup=False, **kw: captured.append((self, args, kw))
+Autotuner.run = lambda self, *args, **kw: self.fn.run(*args, **kw, **self.configs[0].all_kwargs())
+POINTEE = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32", torch.int64: "*i64"}
+
+def signature(fn, args, kw):
+    given = {**dict(zip(fn.arg_names, args)), **kw}
+    sig, consts = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        value = given[name]
+        if i in fn.constexprs:
+            sig[name], consts[name] = "constexpr", value
+        elif isinstance(value, torch.Tensor):
+            sig[name] = POINTEE[value.dtype]
+        elif isinstance(value, float):
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32" if -2**31 <= value < 2**31 else "i64"
+    return sig, consts
+
+errors = {}
+for name, arg_specs in json.loads(sys.argv[1]).items():
+    path = get_spec(name).starters["triton"]
+    spec = importlib.util.spec_from_file_location(f"starter_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = [torch.empty(a[0], dtype=getattr(torch, a[1])) if isinstance(a, list) else a for a in arg_specs]
+    captured.clear()
+    try:
+        module.kernel_fn(*args)
+        assert captured, "no Triton launch"
+        for fn, a, kw in captured:
+            sig, consts = signature(fn, a, kw)
+            options = {k: kw[k] for k in ("num_warps", "num_stages") if kw.get(k) is not None}
+            triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                           options=options)
+    except Exception as e:
+        if "ptxas" in str(e) and "not found" in str(e).lower():
+            print(json.dumps({"skip": "no ptxas here"})); sys.exit(0)
+        errors[name] = f"{type(e).__name__}: {str(e)[:400]}"
+print(json.dumps({"errors": errors}))
+'''
+
+# bf16 at the benchmark scale: the tuned paths (first autotune config) and the causal split.
+HOPPER_ARGS = {
+    "cross_entropy": [[[4096, 128256], "bfloat16"], [[4096], "int64"]],
+    "matmul": [[[4096, 4096], "bfloat16"], [[4096, 4096], "bfloat16"]],
+    "fused_mlp": [[[4096, 4096], "bfloat16"], [[11008, 4096], "bfloat16"], [[11008, 4096], "bfloat16"],
+                  [[4096, 11008], "bfloat16"]],
+    "flash_attention": [[[4, 32, 4096, 128], "bfloat16"]] * 3 + [True],
+    "rotary_embedding": [[[4, 32, 4096, 128], "bfloat16"], [[4096, 128], "bfloat16"], [[4096, 128], "bfloat16"]],
+}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU run compiles and runs the starters for real")
+def test_starters_compile_for_hopper():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER, json.dumps(HOPPER_ARGS)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "skip" in result:
+        pytest.skip(result["skip"])
+    assert result["errors"] == {}
