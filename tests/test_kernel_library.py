@@ -212,6 +212,8 @@ HOPPER_ARGS = {
                   [[4096, 11008], "bfloat16"]],
     "flash_attention": [[[4, 32, 4096, 128], "bfloat16"]] * 3 + [True],
     "rotary_embedding": [[[4, 32, 4096, 128], "bfloat16"], [[4096, 128], "bfloat16"], [[4096, 128], "bfloat16"]],
+    "layernorm": [[[8192, 8192], "bfloat16"], [[8192], "bfloat16"], [[8192], "bfloat16"]],
+    "reduce": [[[65536, 1024], "bfloat16"]],
 }
 
 
