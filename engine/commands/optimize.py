@@ -51,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
     add_device_flag(p)
+    p.add_argument("--backend", choices=("triton", "cuda"), default="triton",
+                   help="which starters to search from (cuda: CUDA C++, needs a GPU; the playbook writes Triton only)")
     p.add_argument("--max-experiments", type=int, default=None, metavar="N", help="stop after N experiments in all")
     p.add_argument("--budget", default=None, metavar="DURATION", help="wall-time budget, e.g. 90s, 30m, 2h")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD", help="stop when the LLM spend reaches USD")
@@ -183,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         model_path=args.model, device=args.device, agent=args.agent, approval=args.approval,
         max_experiments=args.max_experiments, budget_s=parse_duration(args.budget) if args.budget else None,
         max_cost_usd=args.max_cost, size=args.size, resume=args.resume, plateau=args.plateau,
-        integrate=not args.no_integrate, api_base=args.api_base,
+        integrate=not args.no_integrate, api_base=args.api_base, backend=args.backend,
     )
     store = open_store(args)
     out = sys.stderr if args.json else sys.stdout
