@@ -32,7 +32,7 @@ class SearchLimits:
     max_experiments: int | None = None  # whole session, starters included
     budget_s: float | None = None  # wall time of this run
     max_cost_usd: float | None = None  # LLM spend, whole session
-    plateau: int = 10  # experiments without a new best before moving on
+    plateau: int = 30  # experiments without a new best before moving on
     noise_margin: float = 0.02  # a candidate must be this much faster than the best to count
     seeds: int = 2  # how many of the pool seed each round
     pool_size: int = 6

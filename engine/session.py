@@ -48,7 +48,7 @@ class SessionConfig:
     size: str | None = None  # small | large: the example's size
     resume: str | None = None  # a session id (or prefix, or `latest`) to continue
     backend: str = "triton"
-    plateau: int = 10
+    plateau: int = 30  # the playbook walks six tiers, two ideas of up to three variants each, before it repeats
     seeds: int = 2
     max_ideas: int = 3
     max_variants: int = 3

@@ -59,8 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approval", choices=("auto", "ask"), default="auto",
                    help="ask: a candidate that beats the best waits for [a]pprove/[r]eject (needs a terminal)")
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the example model")
-    p.add_argument("--plateau", type=int, default=10, metavar="N",
-                   help="move to the next target after N experiments without a new best (default 10)")
+    p.add_argument("--plateau", type=int, default=30, metavar="N",
+                   help="move to the next target after N experiments without a new best (default 30)")
     p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session")
     p.add_argument("--no-integrate", action="store_true", help="skip swapping the kernels into the model at the end")
     add_db_flag(p)
