@@ -188,12 +188,17 @@ class SearchState:
             if e.decision == "kept":
                 t.best_id = c.candidate_id
                 t.since_improvement = 0
+                self.integration = None  # a new best makes an earlier integration stale
             elif not c.is_starter:
                 t.since_improvement += 1
         elif isinstance(e, ev.TargetDone):
             t = self.targets.get(e.target)
             if t is not None:
                 t.done = e.reason or "done"
+        elif isinstance(e, ev.ControlChanged) and e.action == "reopen_target":
+            t = self.targets.get(e.value)
+            if t is not None:  # a completed session resumed with more budget: its cut-short target goes on
+                t.done = None
         elif isinstance(e, ev.LLMUsage):
             self.cost_usd = max(self.cost_usd, e.total_cost_usd)
         elif isinstance(e, ev.IntegrationResult):

@@ -303,8 +303,6 @@ class OptimizeSession:
             row = self.store.session(cfg.resume)
             if row["kind"] != "optimize":
                 raise UserError(f"session {row['id']} is a {row['kind']} session, not an optimize session")
-            if row["status"] == "completed":
-                raise UserError(f"session {row['id']} already completed; start a new one")
             if row["status"] == "running":
                 raise UserError(f"session {row['id']} is still running (pid {row.get('pid')})")
             sid = row["id"]
@@ -327,6 +325,9 @@ class OptimizeSession:
                 for e in past:
                     listener(e)
             self.recorder.emit(ev.ControlChanged(action="resume_session", value=sid))
+            for t in list(self.state.targets.values()):  # cut short by a budget: more budget, more search
+                if t.done == "budget":
+                    self.recorder.emit(ev.ControlChanged(action="reopen_target", value=t.name))
             self.recorder.emit(ev.Log(level="info", message=(
                 f"resumed session {sid}: {self.state.experiments} experiments, "
                 f"{sum(1 for t in self.state.targets.values() if t.done)} targets done")))

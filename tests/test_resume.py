@@ -130,9 +130,17 @@ def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monk
     state = SearchState.from_events(sid, store.iter_events(sid))
     assert state.targets["fakesoft"].best.kernel_ms < best_before  # the search went on from its best
     assert len(_events(store, sid, ev.ProfileReady)) == 1  # not profiled twice
-    # the agent of the resumed run saw the history of the first run
-    with pytest.raises(UserError, match="already completed"):
-        make(resume=sid).run()
+    # a completed session resumed with a larger budget goes on where the budget cut it
+    third = OptimizeSession(SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
+                                          max_experiments=14, plateau=50, resume=sid), store, agent=EndlessAgent(),
+                            worker=FakeWorker(), profiler=fake_profiler())
+    assert third.run()["experiments"] == 14
+    numbers = [c.experiment for c in _events(store, sid, ev.CandidateWritten)]
+    assert numbers == list(range(1, 15))
+    reopened = [c.value for c in _events(store, sid, ev.ControlChanged) if c.action == "reopen_target"]
+    assert reopened == ["fakesoft"]
+    with pytest.raises(UserError, match="no session"):
+        make(resume="nope").run()
 
 
 # The same through the real CLI, worker, profiler and agent: see

@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the example model")
     p.add_argument("--plateau", type=int, default=30, metavar="N",
                    help="move to the next target after N experiments without a new best (default 30)")
-    p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session")
+    p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session (or give a finished one more budget)")
     p.add_argument("--no-integrate", action="store_true", help="skip swapping the kernels into the model at the end")
     add_db_flag(p)
     add_json_flag(p)
