@@ -251,6 +251,38 @@ def _dynamo_frames() -> int:
     return int(sum(dynamo.counters["frames"].values()))
 
 
+# Ways to get a tensor's values into Python or numpy without an aten op (so the op recorder never
+# sees them): on a CPU tensor a candidate could compute the whole result in numpy.
+HOST_COPY_METHODS = ("numpy", "__array__", "tolist")
+
+
+@contextmanager
+def _host_copies_watched(tracker: "LaunchTracker") -> Iterator[list[str]]:
+    """Records calls of `HOST_COPY_METHODS` made by the candidate (not by Triton's launcher, which
+    the tracker marks as paused), by shadowing them on torch.Tensor for the length of one call."""
+    seen: list[str] = []
+    had = {n: vars(torch.Tensor)[n] for n in HOST_COPY_METHODS if n in vars(torch.Tensor)}
+
+    def watch(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def method(self, *a, **k):
+            rec = tracker.recorder
+            if rec is not None and not rec.paused:
+                seen.append(name)
+            return original(self, *a, **k)
+        return method
+
+    for name in HOST_COPY_METHODS:
+        setattr(torch.Tensor, name, watch(name, getattr(torch.Tensor, name)))
+    try:
+        yield seen
+    finally:
+        for name in HOST_COPY_METHODS:
+            if name in had:
+                setattr(torch.Tensor, name, had[name])
+            else:
+                delattr(torch.Tensor, name)
+
+
 def call_watched(ctx: CheckContext, args: tuple) -> Any:
     """Call the candidate, recording its PyTorch ops and counting its kernel launches."""
     tracker = launch_tracker()
@@ -259,11 +291,14 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
     rec = _OpRecorder()
     tracker.recorder = rec
     try:
-        with rec:
+        with _host_copies_watched(tracker) as host_copies, rec:
             out = ctx.kernel_fn(*args)
         _sync(ctx.device)
     finally:
         tracker.recorder = None
+    if host_copies:
+        raise TrialFailure(f"copies tensor values to Python/numpy (Tensor.{host_copies[0]}): the work must run in "
+                           "its own kernel")
     if _dynamo_frames() > frames_before:
         raise TrialFailure("runs torch.compile: PyTorch (Inductor) computes the result, not a kernel of its own")
     host_reads = sorted({op for op in rec.ops if op in HOST_READ_OPS})

@@ -1,7 +1,7 @@
 """Cheats that survive fresh random inputs, the input-unchanged check and the op recorder's list of
 compute ops, each caught (tests/cheat_candidates/): caches that recognise their inputs by the
 tensor object, address, version counter or by reading values on the host, a shared output buffer,
-torch.compile inside kernel_fn, and a cache used only while nobody watches (caught by the timer)."""
+torch.compile inside kernel_fn, numpy doing the work (CPU), and a cache used only while nobody watches (caught by the timer)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ EXPECTED = {
     "equal_cache.py": ("shape_sweep", "reads tensor values on the host (aten::equal)"),
     "item_fingerprint.py": ("smoke", "reads tensor values on the host (aten::_local_scalar_dense)"),
     "compiled_ref.py": ("smoke", "runs torch.compile"),
+    "numpy_ref.py": ("smoke", "copies tensor values to Python/numpy (Tensor.numpy)"),
 }
 
 
