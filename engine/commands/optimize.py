@@ -106,7 +106,7 @@ class HeadlessPrinter:
         elif isinstance(e, ev.Decision):
             self._decision(e)
         elif isinstance(e, ev.TargetDone):
-            self._print(f"== {e.target} done ({e.reason}); best {e.best_candidate_id}, {e.best_speedup:.2f}x vs eager")
+            self._print(f"== {e.target} done ({e.reason}); best {e.best_candidate_id}, {e.best_speedup:.3g}x vs eager")
         elif isinstance(e, ev.IntegrationResult):
             cpu = "" if e.meaningful else " (CPU: not meaningful)"
             comp = f", {e.speedup_compile:.2f}x vs torch.compile" if e.speedup_compile else ""
