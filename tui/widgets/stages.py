@@ -17,7 +17,7 @@ ICONS = {
     "timeout": "[b $error]✘ timeout[/]",
     "skipped": "[dim]– skipped[/]",
 }
-DECISIONS = {"kept": "$success", "discarded": "$secondary", "rejected": "$warning", "failed": "$error"}
+DECISIONS = {"kept": "$success", "discarded": "$foreground", "rejected": "$warning", "failed": "$error"}
 
 
 class StagesPanel(Static):
