@@ -84,14 +84,14 @@ class ScriptedLLM:
                         payload = {"error": {"message": step["error"], "type": "server_error", "code": step["status"]}}
                         self._send(step["status"], payload, step.get("headers", {}))
                     else:
+                        prompt, completion = step.get("prompt_tokens", 1000), step.get("completion_tokens", 200)
                         self._send(200, {
                             "id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion",
                             "created": int(time.time()), "model": body.get("model", "test-model"),
                             "choices": [{"index": 0, "finish_reason": step.get("finish", "stop"),
                                          "message": {"role": "assistant", "content": step["content"]}}],
-                            "usage": {"prompt_tokens": step.get("prompt_tokens", 1000),
-                                      "completion_tokens": step.get("completion_tokens", 200),
-                                      "total_tokens": step.get("prompt_tokens", 1000) + step.get("completion_tokens", 200)},
+                            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                      "total_tokens": prompt + completion},
                         })
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout)
                     pass
@@ -395,13 +395,15 @@ def _parse(text, signature="kernel_fn(x)", backend="triton", **kw):
 
 def test_several_ideas_and_variants_in_loose_markdown():
     other = GOOD_KERNEL.replace("num_warps=8", "num_warps=4")
-    text = (f"## Idea 1\nTIER: 2\nTITLE: Vector loads\nHYPOTHESIS: 41% of bandwidth.\n\nVARIANT: v4\n```py\n{GOOD_KERNEL}```\n"
+    text = (f"## Idea 1\nTIER: 2\nTITLE: Vector loads\nHYPOTHESIS: 41% of bandwidth.\n\n"
+            f"VARIANT: v4\n```py\n{GOOD_KERNEL}```\n"
             f"VARIANT: v8\n```python\n{other}```\n\n## Idea 2\n**TIER**: 9\n**TITLE**: Two rows per program\n"
             f"HYPOTHESIS: small rows waste lanes\n```python\n{other.replace('BLOCK=', 'BLOCK=2*')}```\n")
     ideas, rejected = _parse(text)
     assert rejected == []
     assert [(i.tier, i.title, [v.label for v in i.variants]) for i in ideas] == [
-        (2, "Vector loads", ["v4", "v8"]), (3, "Two rows per program", ["Two rows per program v1"])]  # tier 9 -> default
+        (2, "Vector loads", ["v4", "v8"]),
+        (3, "Two rows per program", ["Two rows per program v1"])]  # tier 9 is not a tier: the default
     assert len(_parse(text, max_ideas=1)[0]) == 1 and len(_parse(text, max_variants=1)[0][0].variants) == 1
 
 
@@ -452,7 +454,8 @@ def test_every_starter_in_the_library_passes_the_answer_checks():
     from autokernel.engine.agents.llm_answers import check_source
     from autokernel.kernels import all_specs
 
-    checked = {(s.name, b): check_source(p.read_text(), s.signature, b) for s in all_specs() for b, p in s.starters.items()}
+    checked = {(s.name, b): check_source(p.read_text(), s.signature, b)
+               for s in all_specs() for b, p in s.starters.items()}
     assert checked and all(reason is None for reason in checked.values()), checked
 
 

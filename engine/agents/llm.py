@@ -23,7 +23,7 @@ import re
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -249,8 +249,8 @@ class LLMAgent:
                 reason = "; ".join(r.reason for r in rejected) or "nothing usable"
                 if finish == "length":
                     reason += f" (the answer was cut off at {self.max_tokens} tokens: write less)"
-                self._note(f"{self.model}: answer {attempt + 1} unusable ({reason}); asking again"
-                           if attempt < self.fix_attempts else f"{self.model}: answer {attempt + 1} unusable ({reason})")
+                again = "; asking again" if attempt < self.fix_attempts else ""
+                self._note(f"{self.model}: answer {attempt + 1} unusable ({reason}){again}")
                 messages += [{"role": "assistant", "content": text or "(empty)"},
                              {"role": "user", "content": RETRY_PROMPT.format(reason=reason, signature=signature)}]
             raise ProposalFailed(self.redact(f"{self.fix_attempts + 1} answers of {self.model} had no usable kernel; "

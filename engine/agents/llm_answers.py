@@ -88,7 +88,8 @@ def parse_answer(text: str, signature: str, backend: str, default_tier: int, max
 
 def _split_ideas(text: str) -> list[str]:
     """Chunks that each start at a `TIER:` line (the whole text if there is none)."""
-    starts = [m.start() for m in _FIELD.finditer(text) if m.group(1).upper() == "TIER" and not _in_fence(text, m.start())]
+    starts = [m.start() for m in _FIELD.finditer(text)
+              if m.group(1).upper() == "TIER" and not _in_fence(text, m.start())]
     if not starts:
         return [text]
     if text[: starts[0]].count("```") >= 2:  # code before the first TIER: belongs to an unheaded idea

@@ -159,7 +159,8 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
     sections.append(
         f"# Your task (round {ctx.round})\nPropose up to {ctx.max_ideas} new ideas, each with up to "
         f"{ctx.max_variants} variants, that should make {getattr(spec, 'signature', 'kernel_fn')} faster than "
-        f"the parent on the target shape and dtype while staying correct. Write {_BACKENDS.get(ctx.backend, ctx.backend)}. "
+        f"the parent on the target shape and dtype while staying correct. "
+        f"Write {_BACKENDS.get(ctx.backend, ctx.backend)}. "
         "Use the answer format exactly.")
     return "\n".join(sections)
 
