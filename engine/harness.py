@@ -118,7 +118,21 @@ class LaunchTracker:
     def __init__(self) -> None:
         self.launches = 0
         self.recorder: _OpRecorder | None = None
+        # The caller's CUDA stream while a candidate call is watched, and how many launches went
+        # elsewhere: work on a side stream is never waited for by a caller (or a timer) on its stream.
+        self.expected_stream: int | None = None
+        self.off_stream = 0
         self._install()
+
+    def note_stream(self) -> None:
+        expected = self.expected_stream
+        if expected is None:
+            return
+        try:
+            if torch.cuda.current_stream().cuda_stream != expected:
+                self.off_stream += 1
+        except Exception:  # never let the bookkeeping break a launch
+            pass
 
     def _install(self) -> None:
         try:
@@ -140,6 +154,7 @@ class LaunchTracker:
 
             def run(self_, *args, __original=original, **kwargs):
                 tracker.launches += 1
+                tracker.note_stream()
                 rec = tracker.recorder
                 if rec is not None:
                     rec.paused += 1
@@ -290,12 +305,19 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
     frames_before = _dynamo_frames()
     rec = _OpRecorder()
     tracker.recorder = rec
+    tracker.off_stream = 0
+    if ctx.device == "cuda":
+        tracker.expected_stream = torch.cuda.current_stream().cuda_stream
     try:
         with _host_copies_watched(tracker) as host_copies, rec:
             out = ctx.kernel_fn(*args)
         _sync(ctx.device)
     finally:
         tracker.recorder = None
+        tracker.expected_stream = None
+    if tracker.off_stream:
+        raise TrialFailure("launches its kernel on a side stream: a caller (or a timer) on its own stream never "
+                           "waits for that work; launch on torch.cuda.current_stream()")
     if host_copies:
         raise TrialFailure(f"copies tensor values to Python/numpy (Tensor.{host_copies[0]}): the work must run in "
                            "its own kernel")

@@ -66,3 +66,21 @@ def test_a_candidate_that_patches_the_harness_is_rejected(worker):
     report = worker.check(str(CHEATS / "patches_harness.py"), kernel="softmax")
     assert not report.passed
     assert "autokernel.engine.harness.compare" in report.error
+
+
+needs_cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@needs_cuda
+def test_gpu_side_stream_and_illegal_address_then_the_starter():
+    with Worker(device="cuda") as w:
+        report = w.check(str(CHEATS / "side_stream.py"), kernel="softmax")
+        bad = report.first_failure
+        assert bad is not None and bad.name == "smoke" and "side stream" in bad.detail, report.to_json()
+        report = w.check(str(CHEATS / "illegal_address.py"), kernel="softmax")
+        bad = report.first_failure
+        assert bad is not None and bad.status == "crash", report.to_json()
+        starter = str(get_spec("softmax").starters["triton"])
+        assert w.check(starter, kernel="softmax").passed
+        (rec,) = w.bench(starter, kernel="softmax", shapes=[{"rows": 4096, "cols": 4096}], dtype="bf16")
+        assert rec.meaningful and rec.kernel_ms > 0 and rec.eager_ms > 0 and 0 < rec.fraction_of_ceiling < 1.2
