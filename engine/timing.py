@@ -27,6 +27,7 @@ import torch
 
 from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
+from .harness import launch_tracker
 from .results import BenchRecord
 from .roofline import ceilings as device_ceilings
 
@@ -213,7 +214,16 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
     ceil = device_ceilings(device)
     sets = input_sets(spec, shape, dtype, device)
     kernel_fn(*sets[0])  # compile / autotune outside the timing
-    kernel_ms, note, out, args = time_ms(kernel_fn, sets, device, spec.data_args)
+    tracker = launch_tracker()  # Triton launches on another stream than ours would escape the events
+    tracker.off_stream = 0
+    if device == "cuda":
+        tracker.expected_stream = torch.cuda.current_stream().cuda_stream
+    try:
+        kernel_ms, note, out, args = time_ms(kernel_fn, sets, device, spec.data_args)
+    finally:
+        tracker.expected_stream = None
+    if tracker.off_stream:
+        raise RuntimeError("the kernel launched on a side stream when timed: the timer's stream never waits for it")
     check_timed_output(spec, out, args, dtype)
     del out
     eager_ms, _, _, _ = time_ms(spec.reference, sets, device, spec.data_args)
