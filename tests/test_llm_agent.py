@@ -340,8 +340,8 @@ def test_bad_model_strings_are_one_line_user_errors(llm_server, monkeypatch):
 
 
 def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path, monkeypatch):
-    """`agent="openai/test-model"` built by the session itself, the server reached through litellm's
-    own OPENAI_API_BASE; fake worker and profiler keep it fast. The secret never reaches the store."""
+    """`agent="openai/test-model"` and `api_base` (the CLI's --api-base) built into an agent by the session
+    itself, the key from OPENAI_API_KEY; fake worker and profiler keep it fast. The key never reaches the store."""
     import autokernel.kernels as kernels
     from autokernel.engine import events as ev
     from autokernel.engine.session import OptimizeSession, SessionConfig
@@ -355,7 +355,6 @@ def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path,
     fake = dataclasses.replace(spec, starters={"triton": starter})
     monkeypatch.setattr(kernels, "available", lambda: ["softmax"])
     monkeypatch.setattr(kernels, "get_spec", lambda name: fake)
-    monkeypatch.setenv("OPENAI_API_BASE", llm_server.api_base)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     llm_server.play({"content": good_answer("# fake ms=0.5 fail= tag=llm\n" + GOOD_KERNEL), "prompt_tokens": 900,
                      "completion_tokens": 100})
@@ -363,7 +362,7 @@ def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path,
     try:
         store = Store(tmp_path / "sessions.db")
         config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", agent="openai/test-model",
-                               integrate=False, max_experiments=10)
+                               api_base=llm_server.api_base, integrate=False, max_experiments=10)
         Path(config.model_path).write_text("# the fake profiler never reads this\n")
         session = OptimizeSession(config, store, worker=FakeWorker(), profiler=fake_profiler(("softmax",)))
         summary = session.run()
