@@ -376,6 +376,8 @@ def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path,
     assert [d.candidate_id for d in kept] == ["softmax-0001", "softmax-0002"]
     errors = [e for e in events if isinstance(e, ev.ErrorEvent)]
     assert errors and all("ProposalFailed" in e.message and "no ```python code block" in e.message for e in errors)
+    notes = [e.message for e in events if isinstance(e, ev.Log) and "asking again" in e.message]
+    assert notes and all(SECRET not in n for n in notes)  # the session routes the agent's re-asks to the log
     usage = [e for e in events if isinstance(e, ev.LLMUsage)]
     assert sum(u.prompt_tokens for u in usage) == 900 + 50 * (len(llm_server.requests) - 1)
     assert summary["status"] == "completed"
