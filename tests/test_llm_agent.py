@@ -259,7 +259,42 @@ def test_cancel_cuts_a_long_retry_after_short(llm_server):
     with pytest.raises(LLMUnavailable, match="cancelled while waiting to retry"):
         agent.propose(softmax_context())
     assert time.monotonic() - t0 < 10 and agent.retries[0][1] == 60
+    with pytest.raises(LLMUnavailable, match="cancelled"):  # for good: the next seed asks nobody
+        agent.propose(softmax_context())
     assert len(llm_server.requests) == 1
+
+
+def test_stopping_a_session_ends_an_llm_wait(llm_server, tmp_path, monkeypatch):
+    from autokernel.engine.session import OptimizeSession, SessionConfig
+    from autokernel.engine.store import Store
+
+    from loop_doubles import FakeWorker, fake_profiler
+
+    _fake_softmax_spec(tmp_path, monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    llm_server.play()
+    llm_server.default = {"status": 429, "error": "later", "headers": {"Retry-After": "60"}}
+    model = tmp_path / "model.py"
+    model.write_text("# the fake profiler never reads this\n")
+    config = SessionConfig(model_path=str(model), device="cpu", agent="openai/test-model",
+                           api_base=llm_server.api_base, integrate=False)
+    session = OptimizeSession(config, Store(tmp_path / "sessions.db"), worker=FakeWorker(),
+                              profiler=fake_profiler(("softmax",)))
+    box = {}
+    thread = threading.Thread(target=lambda: box.update(summary=session.run()))
+    try:
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not llm_server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        session.stop()
+        thread.join(30)
+    finally:
+        llm_server.default = None
+    assert not thread.is_alive() and time.monotonic() - t0 < 20
+    assert box["summary"]["status"] == "stopped" and len(llm_server.requests) == 1
 
 
 def test_retries_are_bounded_and_auth_errors_are_not_retried(llm_server):
@@ -339,15 +374,9 @@ def test_bad_model_strings_are_one_line_user_errors(llm_server, monkeypatch):
         LLMAgent("")
 
 
-def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path, monkeypatch):
-    """`agent="openai/test-model"` and `api_base` (the CLI's --api-base) built into an agent by the session
-    itself, the key from OPENAI_API_KEY; fake worker and profiler keep it fast. The key never reaches the store."""
+def _fake_softmax_spec(tmp_path, monkeypatch):
+    """The real softmax spec with a starter the fake worker can judge (`# fake ms=1.0`)."""
     import autokernel.kernels as kernels
-    from autokernel.engine import events as ev
-    from autokernel.engine.session import OptimizeSession, SessionConfig
-    from autokernel.engine.store import Store
-
-    from loop_doubles import FakeWorker, fake_profiler
 
     spec = kernels.get_spec("softmax")
     starter = tmp_path / "starter_triton.py"
@@ -355,6 +384,18 @@ def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path,
     fake = dataclasses.replace(spec, starters={"triton": starter})
     monkeypatch.setattr(kernels, "available", lambda: ["softmax"])
     monkeypatch.setattr(kernels, "get_spec", lambda name: fake)
+
+
+def test_a_session_with_an_llm_agent_runs_through_the_loop(llm_server, tmp_path, monkeypatch):
+    """`agent="openai/test-model"` and `api_base` (the CLI's --api-base) built into an agent by the session
+    itself, the key from OPENAI_API_KEY; fake worker and profiler keep it fast. The key never reaches the store."""
+    from autokernel.engine import events as ev
+    from autokernel.engine.session import OptimizeSession, SessionConfig
+    from autokernel.engine.store import Store
+
+    from loop_doubles import FakeWorker, fake_profiler
+
+    _fake_softmax_spec(tmp_path, monkeypatch)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     llm_server.play({"content": good_answer("# fake ms=0.5 fail= tag=llm\n" + GOOD_KERNEL), "prompt_tokens": 900,
                      "completion_tokens": 100})

@@ -194,8 +194,8 @@ class LLMAgent:
         self.max_tokens = min(self.max_tokens, self._max_output_tokens() or self.max_tokens)
 
     def cancel(self) -> None:
-        """Cut a backoff wait short (from any thread, e.g. when the session stops): `propose` then raises
-        `LLMUnavailable` instead of waiting out a long Retry-After."""
+        """Stop for good (from any thread, when the session stops): a backoff wait ends at once and this
+        and every later `propose` raises `LLMUnavailable` instead of calling the model again."""
         self._cancelled.set()
 
     # -- what the store may keep ------------------------------------------------------------------
@@ -234,7 +234,6 @@ class LLMAgent:
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": build_prompt(ctx, spec)}]
         self._calls += 1
-        self._cancelled.clear()
         self.last_failures = []
         before = Usage(**vars(self.usage))
         try:
@@ -283,6 +282,8 @@ class LLMAgent:
         """The answer's text and finish reason; retries what waiting can fix."""
         litellm = self._litellm
         for attempt in range(self.max_retries + 1):
+            if self._cancelled.is_set():
+                raise LLMUnavailable(f"{self.model}: cancelled (the session is stopping)")
             try:
                 response = litellm.completion(
                     model=self.model, messages=messages, api_base=self.api_base, api_key=self._key(),
