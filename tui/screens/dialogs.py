@@ -21,7 +21,7 @@ class ConfirmQuit(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.message)
+            yield Static(self.message)
             with Horizontal():
                 yield Button("Stay (n)", id="stay")
                 yield Button("Quit (y)", id="quit", variant="warning")

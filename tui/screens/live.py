@@ -185,9 +185,8 @@ class LiveScreen(Screen):
             self.app.exit(self.error)
             return
         self.app.push_screen(
-            ConfirmQuit("Stop the session and quit? The engine stops after its current step;\n"
-                        "everything so far is saved and the session can be resumed "
-                        "(autokernel-tui --resume SESSION)."),
+            ConfirmQuit("Stop the session and quit? The engine stops after its current step; everything "
+                        "so far is saved and the session can be resumed (autokernel-tui --resume SESSION)."),
             self._confirmed_quit)
 
     def _confirmed_quit(self, yes: bool | None) -> None:
