@@ -209,6 +209,17 @@ def test_bad_answers_are_recorded_and_retried_with_the_error(llm_server):
     assert agent.usage.calls == 4 and agent.last_usage.calls == 4
 
 
+def test_the_usable_part_of_an_answer_goes_on_and_the_rest_is_recorded(llm_server):
+    llm_server.play(good_answer() + WRONG_SIGNATURE.replace("Eight warps per row", "Two args"))
+    agent = make_agent(llm_server)
+    notes = []
+    agent.on_note = notes.append
+    ideas = agent.propose(softmax_context())
+    assert [i.title for i in ideas] == ["Eight warps per row"] and len(llm_server.requests) == 1
+    assert [f.reason.split(":")[0] for f in agent.last_failures] == ["idea 'Two args'"]
+    assert len(notes) == 1 and "1 part(s) of the answer rejected: idea 'Two args': wrong signature" in notes[0]
+
+
 def test_only_bad_answers_fail_the_proposal_after_bounded_retries(llm_server):
     from autokernel.engine.agents.llm import ProposalFailed
 

@@ -244,6 +244,9 @@ class LLMAgent:
                 for r in rejected:
                     self._fail(r, attempt)
                 if ideas:
+                    if rejected:  # the usable part goes on; the rest is recorded (and reaches the log)
+                        self._note(f"{self.model}: {len(rejected)} part(s) of the answer rejected: "
+                                   + "; ".join(r.reason for r in rejected))
                     return ideas
                 reason = "; ".join(r.reason for r in rejected) or "nothing usable"
                 if finish == "length":
