@@ -164,3 +164,14 @@ async def test_real_cpu_session_under_the_live_screen(tmp_path):
         await pilot.press("q", "y")
         await wait_for(pilot, lambda: not screen.engine_running, timeout=300)
     assert store.session(session.session_id)["status"] in ("stopped", "completed")
+
+
+def test_bad_flags_fail_in_one_line_before_any_screen(tmp_path):
+    import subprocess
+
+    db = str(tmp_path / "s.db")
+    for args, words in ((["missing_model.py"], "model file missing_model.py does not exist"),
+                        (["--max-experiments", "0"], "must be positive"),
+                        (["--budget", "soon"], "cannot read duration")):
+        out = subprocess.run(["autokernel-tui", *args, "--db", db], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
