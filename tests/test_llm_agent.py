@@ -540,3 +540,37 @@ def test_credentials_in_the_api_base_are_kept_out_of_describe(llm_server):
     assert "hunter22" not in described and "abcdef" not in described and "127.0.0.1:1/v1" in described
     assert agent.describe()["api_key"] == "from the environment"
     assert agent.redact("auth bob:hunter22 key api-key=abcdef") == "auth bob:*** key ***"
+
+
+def test_the_cli_runs_an_llm_session_against_a_local_server(llm_server, tmp_path):
+    """`autokernel optimize --agent openai/test-model --api-base URL` as a user types it: the real profiler,
+    worker and harness on a one-softmax model; the LLM's kernel passes the real checks."""
+    import os
+    import subprocess
+    import sys
+
+    from autokernel.engine import events as ev
+    from autokernel.engine.store import Store
+
+    model = tmp_path / "softmax_model.py"
+    model.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                     "        return torch.softmax(x * 2.0, dim=-1)\n\n\ndef get_inputs():\n"
+                     "    return [torch.randn(64, 512)]\n")
+    llm_server.play(good_answer())
+    db = tmp_path / "s.db"
+    env = dict(os.environ, OPENAI_API_KEY=SECRET, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [sys.executable, "-m", "autokernel.engine.cli", "optimize", str(model), "--headless", "--device", "cpu",
+           "--agent", "openai/test-model", "--api-base", llm_server.api_base, "--max-experiments", "2",
+           "--no-integrate", "--db", str(db)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[t1] Eight warps per row: num_warps=8" in proc.stdout and "[+++++]" in proc.stdout, proc.stdout
+    assert SECRET not in proc.stdout + proc.stderr
+    assert len(llm_server.requests) == 1
+    assert llm_server.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
+    store = Store(db)
+    (sid,) = [s["id"] for s in store.sessions()]
+    usage = [e for _, e in store.events(sid) if isinstance(e, ev.LLMUsage)]
+    assert [(u.prompt_tokens, u.completion_tokens) for u in usage] == [(1000, 200)]
+    for path in tmp_path.glob("s.db*"):
+        assert SECRET.encode() not in path.read_bytes()
