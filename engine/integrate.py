@@ -5,6 +5,10 @@ The engine process never imports a kernel, so integration runs in a subprocess
 first, loads the model, patches a copy with `kernel_patch.patch`, compares the patched model's
 outputs with the untouched original on several fresh inputs, and times both (and torch.compile)
 end to end. It answers one JSON line; the parent turns it into an `IntegrationResult` event.
+
+Mode `kernelbench` (a KernelBench problem, `engine/model_new.py`): the parent also writes a standalone
+`model_new.py` defining `ModelNew` beside the kernels, and the child checks and times that file the
+KernelBench way instead of comparing a patched copy.
 """
 
 from __future__ import annotations
@@ -23,16 +27,21 @@ from .events import IntegrationResult
 # their own check still round differently, and the differences add up through the layers.
 MODEL_TOLERANCE = {"fp32": (1e-3, 1e-2), "fp16": (1e-2, 2e-2), "bf16": (2e-2, 5e-2)}
 RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
+INTEGRATION_MODES = ("model", "kernelbench")
+# Fresh inputs the outputs are compared on, per mode and device (the interpreter makes CPU trials slow).
+TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
 
 
 # -- parent side ---------------------------------------------------------------------------------------
 def integrate_session_kernels(model_path: str, device: str, kernels: list[dict], workdir: Path,
-                              size: str | None = None, trials: int = 3, timeout_s: float = 900.0,
-                              should_stop: Callable[[], bool] | None = None) -> IntegrationResult | None:
+                              size: str | None = None, trials: int | None = None, timeout_s: float = 900.0,
+                              should_stop: Callable[[], bool] | None = None,
+                              mode: str = "model") -> IntegrationResult | None:
     """Write the kernels and a request under `workdir`, run the integration subprocess, read its answer.
 
-    `kernels`: [{kind, candidate_id, source, dtype}]. Never raises for a kernel's or model's fault: a
-    failed integration is an `IntegrationResult` with `correct=False` and the reason in `detail`.
+    `kernels`: [{kind, candidate_id, source, dtype}]; `trials` defaults by mode and device. Never raises
+    for a kernel's or model's fault: a failed integration is an `IntegrationResult` with `correct=False`
+    and the reason in `detail`.
     Returns None if `should_stop()` turned true first (the subprocess is killed; nothing was decided).
     """
     workdir = Path(workdir)
@@ -43,7 +52,12 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
         path.write_text(k["source"])
         entries.append({"kind": k["kind"], "candidate_id": k.get("candidate_id"), "path": str(path),
                         "dtype": k.get("dtype")})
-    request = {"model_path": str(model_path), "device": device, "size": size, "trials": trials, "kernels": entries}
+    request = {"model_path": str(model_path), "device": device, "size": size, "mode": mode, "kernels": entries,
+               "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"]}
+    if mode == "kernelbench":
+        from .model_new import write_model_new
+
+        request["model_new"] = str(write_model_new(workdir, model_path, entries))
     req_path = workdir / "request.json"
     req_path.write_text(json.dumps(request, indent=2))
     env = dict(os.environ)
@@ -156,6 +170,10 @@ def run_request(request: dict) -> dict:
     from .devices import use_triton_interpreter
 
     use_triton_interpreter(device)  # before any kernel is imported
+    if request.get("mode") == "kernelbench":
+        from .model_new import check_model_new
+
+        return check_model_new(request)
     import copy
 
     import torch

@@ -19,6 +19,7 @@ from .control import APPROVAL_MODES, LoopControl
 from .devices import device_name as describe_device
 from .devices import resolve_device
 from .errors import UserError
+from .integrate import INTEGRATION_MODES
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
 from .store import Recorder, Store
@@ -32,6 +33,11 @@ DTYPE_ALIASES = {
 
 def cache_dir() -> Path:
     return Path(os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel").expanduser()
+
+
+def session_dir(session_id: str) -> Path:
+    """A session's files: its candidates, and under `integration/` what the integration wrote."""
+    return cache_dir() / "sessions" / session_id
 
 
 @dataclass
@@ -54,6 +60,7 @@ class SessionConfig:
     max_variants: int = 3
     integrate: bool = True
     integrate_timeout_s: float = 900.0
+    integration: str = "model"  # model | kernelbench: how the kept kernels are checked and timed (integrate.py)
     hint: str = ""
     api_base: str | None = None  # an OpenAI-compatible server for the LLM agent (never stored: may hold a key)
 
@@ -69,6 +76,8 @@ class SessionConfig:
             v = getattr(self, name)
             if v is not None and v <= 0:
                 raise UserError(f"{name.replace('_', '-')} must be positive, not {v}")
+        if self.integration not in INTEGRATION_MODES:
+            raise UserError(f"integration must be one of {', '.join(INTEGRATION_MODES)}, not {self.integration!r}")
         if self.model_path is not None and not Path(self.model_path).is_file():
             raise UserError(f"model file {self.model_path} does not exist")
 
@@ -242,7 +251,7 @@ class OptimizeSession:
                     worker = Worker(device=device)
                 ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
-                                    device_name=self.device_name, workdir=cache_dir() / "sessions" / self.session_id,
+                                    device_name=self.device_name, workdir=session_dir(self.session_id),
                                     hint=cfg.hint)
                 for p in todo:
                     target = self.state.targets.get(p["kind"])
@@ -309,7 +318,7 @@ class OptimizeSession:
             past = list(self.store.iter_events(sid))
             self.state = SearchState.from_events(sid, past)
             stored = dict(row["config"] or {})
-            for key in ("model_path", "size", "backend", "agent"):
+            for key in ("model_path", "size", "backend", "agent", "integration"):
                 if stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
             for key in ("max_experiments", "budget_s", "max_cost_usd"):  # limits not given again: the stored ones
@@ -340,7 +349,7 @@ class OptimizeSession:
             config={"model_path": str(model_path), "device": device, "agent": cfg.agent, "approval": cfg.approval,
                     "max_experiments": cfg.max_experiments, "budget_s": cfg.budget_s,
                     "max_cost_usd": cfg.max_cost_usd, "size": cfg.size, "backend": cfg.backend,
-                    "plateau": cfg.plateau},
+                    "plateau": cfg.plateau, "integration": cfg.integration},
         )
         sid = self.store.create_session(started)
         self.session_id = sid
@@ -382,13 +391,15 @@ class OptimizeSession:
             self.recorder.emit(ev.Log(level="info", message=f"not swapping into the model: {why}"))
         kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
                     "dtype": t.dtype, "shape": t.shape, "backend": t.backend} for t, best in use]
-        if not kernels:
+        kernelbench = self.config.integration == "kernelbench"
+        if not kernels and not (kernelbench and self.state.targets):
             self.recorder.emit(ev.Log(level="info", message="no kept kernel to swap into the model"))
             return
-        workdir = cache_dir() / "sessions" / self.session_id / "integration"
-        result = integrate_session_kernels(self.config.model_path, device, kernels, workdir, size=self.config.size,
-                                           trials=3 if device == "cuda" else 2,
-                                           timeout_s=self.config.integrate_timeout_s,
+        if not kernels:  # a KernelBench problem still gets its ModelNew (the Model as it is) checked and timed
+            self.recorder.emit(ev.Log(level="info", message="no kept kernel: ModelNew is the problem's Model unchanged"))
+        result = integrate_session_kernels(self.config.model_path, device, kernels,
+                                           session_dir(self.session_id) / "integration", size=self.config.size,
+                                           mode=self.config.integration, timeout_s=self.config.integrate_timeout_s,
                                            should_stop=lambda: self.control.stop_requested)
         if result is None:  # stopped: integration runs again on resume
             raise StopLoop()

@@ -1,0 +1,217 @@
+"""A KernelBench solution: `ModelNew`, the problem's `Model` with the kept kernels swapped in.
+
+Parent side, `write_model_new`: beside the kernel files the integration wrote, a standalone
+`model_new.py` (torch, triton and `_patch.py`, a verbatim copy of `kernel_patch.py`; no autokernel
+import) that a user can run the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`.
+
+Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
+same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
+several trials of fresh `get_inputs()`, every output within atol = rtol = 1e-2 elementwise (like
+`torch.allclose`); then times `ModelNew` against `Model` in eager mode and under torch.compile.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+MODEL_NEW_FILE = "model_new.py"
+PATCH_FILE = "_patch.py"
+ATOL = RTOL = 1e-2  # KernelBench's tolerance
+SEED = 42
+CHECK_DONE = "KernelBench check:"  # how the detail of a check that ran to the end begins
+
+_TEMPLATE = '''"""ModelNew for the KernelBench problem {problem_name}: its Model with the kernels autokernel kept.
+
+Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
+way: `ModelNew(*get_init_inputs())(*get_inputs())`. Needs torch and triton (and `_patch.py` and the
+kernel files beside it); without a CUDA GPU the Triton kernels run under Triton's interpreter.{note}
+"""
+
+import importlib.util as _ilu
+import os as _os
+import sys as _sys
+from pathlib import Path as _Path
+
+import torch as _torch
+
+if not _torch.cuda.is_available():
+    _os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit runs
+
+PROBLEM = {problem!r}
+# kind -> (file beside this one, candidate id, {{dtype: (atol, rtol)}} of the kernel's own check)
+KERNELS = {kernels!r}
+
+_HERE = _Path(__file__).resolve().parent
+_TAG = "_model_new_%x_" % (abs(hash(str(_HERE))),)
+
+
+def _load(path, name):
+    spec = _ilu.spec_from_file_location(_TAG + name, path)
+    module = _ilu.module_from_spec(spec)
+    _sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_sys.path.insert(0, str(_Path(PROBLEM).parent))  # a problem may import helpers that sit beside it
+try:
+    _problem = _load(PROBLEM, "problem")
+finally:
+    _sys.path.remove(str(_Path(PROBLEM).parent))
+_patch = _load(_HERE / {patch_file!r}, "patch")
+
+Model = _problem.Model
+get_inputs = _problem.get_inputs
+get_init_inputs = getattr(_problem, "get_init_inputs", lambda: [])
+_TABLE = {{kind: _patch.KernelEntry(kind, _load(_HERE / file, kind).kernel_fn, tolerances=tol)
+          for kind, (file, _candidate, tol) in KERNELS.items()}}
+
+
+class ModelNew(Model):
+    """The problem's Model; each call that matches a kept kernel's contract runs that kernel instead."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.kernel_stats = _patch.patch(self, _TABLE)
+'''
+
+
+# -- parent side ---------------------------------------------------------------------------------------
+def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]) -> Path:
+    """Write `model_new.py` and `_patch.py` into `workdir`, where the kernel files `entries` name
+    ([{kind, candidate_id, path}]) already are; returns the path of `model_new.py`."""
+    from autokernel.kernels import get_spec
+    from autokernel.kernels.spec import DTYPE_NAMES
+
+    from . import kernel_patch
+
+    workdir = Path(workdir)
+    kernels = {}
+    for e in entries:
+        try:
+            tolerances = get_spec(e["kind"]).tolerances
+        except ValueError:  # no spec in this build: the patcher's default tolerances
+            tolerances = {}
+        tol = {DTYPE_NAMES[d]: tuple(v) for d, v in tolerances.items() if d in DTYPE_NAMES}
+        kernels[e["kind"]] = (Path(e["path"]).name, e.get("candidate_id"), tol)
+    problem = Path(problem_path).resolve()
+    note = "" if kernels else "\n\nNo kernel was kept for this problem, so ModelNew is the problem's Model unchanged."
+    (workdir / PATCH_FILE).write_text(Path(kernel_patch.__file__).read_text())
+    path = workdir / MODEL_NEW_FILE
+    path.write_text(_TEMPLATE.format(problem_name=problem.stem, problem=str(problem), kernels=kernels,
+                                     patch_file=PATCH_FILE, note=note))
+    return path
+
+
+# -- child side ----------------------------------------------------------------------------------------
+def _import_model_new(path: str):
+    spec = importlib.util.spec_from_file_location("autokernel_model_new", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compare(ref: list, out: list) -> tuple[bool, float, str]:
+    """KernelBench's test on one trial's outputs: same count, shapes and dtypes, allclose elementwise."""
+    import torch
+
+    if len(ref) != len(out) or not ref:
+        return False, 0.0, f"ModelNew returned {len(out)} tensors, Model {len(ref)}"
+    worst = 0.0
+    for r, o in zip(ref, out):
+        if r.shape != o.shape or r.dtype != o.dtype:
+            return False, worst, f"output {tuple(o.shape)} {o.dtype}, expected {tuple(r.shape)} {r.dtype}"
+        diff = (o.double() - r.double()).abs()
+        diff = diff[torch.isfinite(diff)]  # NaN or Inf where the other has a number: allclose says no
+        worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
+        if not torch.allclose(o, r, atol=ATOL, rtol=RTOL):
+            return False, worst, f"outputs differ: max abs error {worst:.3g} (atol = rtol = {ATOL})"
+    return True, worst, ""
+
+
+def check_model_new(request: dict) -> dict:
+    """The KernelBench check and timing of `request["model_new"]`; returns IntegrationResult fields."""
+    device = request["device"]
+    import torch
+
+    from .integrate import _tensors, _time_ms
+    from .model_loading import SIZE_ENV, _move, default_size
+
+    os.environ[SIZE_ENV] = request.get("size") or default_size(device)  # the size the session profiled
+    module = _import_model_new(request["model_new"])
+    init = list(module.get_init_inputs())
+
+    def build(cls):
+        torch.manual_seed(SEED)  # the same seed: Model and ModelNew start from the same weights
+        with torch.device(device):
+            model = cls(*init)
+        return model.to(device).eval()
+
+    model, model_new = build(module.Model), build(module.ModelNew)
+    trials = int(request.get("trials") or 3)
+    passed, max_err, problems = 0, 0.0, []
+    with torch.no_grad():
+        for trial in range(trials):
+            torch.manual_seed(SEED + 1 + trial)
+            inputs = _move(list(module.get_inputs()), device, None)
+            ref = _tensors(model(*inputs))
+            try:
+                ok, err, why = _compare(ref, _tensors(model_new(*inputs)))
+            except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
+                ok, err, why = False, 0.0, f"ModelNew raised {type(e).__name__}: {e}"
+            max_err = max(max_err, err)
+            passed += ok
+            if not ok:
+                problems.append(f"trial {trial}: {why}")
+        eager_ms = _time_ms(lambda: model(*inputs), device)
+        model_ms, compile_ms = 0.0, None
+        try:
+            model_ms = _time_ms(lambda: model_new(*inputs), device)
+        except Exception as e:
+            problems.append(f"timing ModelNew raised {type(e).__name__}: {e}")
+        if device == "cuda":  # on the CPU compiling takes longer than the whole check, and means nothing
+            try:
+                compiled = torch.compile(model)
+                for _ in range(3):
+                    compiled(*inputs)
+                torch.cuda.synchronize()
+                compile_ms = _time_ms(lambda: compiled(*inputs), device)
+            except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
+                problems.append(f"torch.compile failed: {type(e).__name__}: {e}")
+    return _result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms)
+
+
+def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: float, problems: list[str],
+            eager_ms: float, model_ms: float, compile_ms: float | None) -> dict:
+    kinds = [k["kind"] for k in request["kernels"]]
+    stats = getattr(model_new, "kernel_stats", None)
+    replaced = stats.as_list(kinds) if stats is not None else []
+    for item in replaced:
+        item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
+    used = [r["kind"] for r in replaced if r["calls"]]
+    meaningful = request["device"] == "cuda"
+    correct = passed == trials
+    parts = [f"{CHECK_DONE} {passed}/{trials} trials of fresh get_inputs() within atol = rtol = {ATOL}",
+             f"ModelNew: {request['model_new']}"]
+    if not kinds:
+        parts.append("no kept kernel: ModelNew is the problem's Model unchanged")
+    else:
+        parts.append(f"kernels used: {', '.join(used) if used else 'none (no call matched a kept kernel)'}")
+    mismatched = [f"{r['kind']}: {m}" for r in replaced for m in r["mismatches"]]
+    if mismatched:
+        parts.append("fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3]))
+    if not meaningful:
+        parts.append("CPU timings under Triton's interpreter are not meaningful; torch.compile not timed")
+    return {
+        "replaced": replaced, "correct": correct, "max_abs_error": max_err,
+        "detail": "; ".join(parts + problems),
+        "model_ms": model_ms, "eager_ms": eager_ms, "compile_ms": compile_ms,
+        "speedup_eager": eager_ms / model_ms if model_ms else 0.0,
+        "speedup_compile": (compile_ms / model_ms) if compile_ms and model_ms else None,
+        "meaningful": meaningful,
+    }
