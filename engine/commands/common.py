@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, Callable
 
 from ..store import Store, default_db_path
 
@@ -31,3 +33,57 @@ def open_store(args: argparse.Namespace) -> Store:
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+class BackgroundRun:
+    """`work()` on a daemon thread while the main thread waits, so that Ctrl-C reaches the main thread
+    (which then asks the work to stop cleanly) and SIGTERM reads as Ctrl-C."""
+
+    def __init__(self, work: Callable[[], Any], name: str):
+        self._box: dict[str, Any] = {}
+        # Our own "done" flag: a Thread.join() cut by Ctrl-C can leave is_alive() wrongly False (Python < 3.13).
+        self.finished = threading.Event()
+
+        def target() -> None:
+            try:
+                self._box["result"] = work()
+            except BaseException as e:  # carried to the main thread, which raises it from result()
+                self._box["error"] = e
+            finally:
+                self.finished.set()
+
+        def terminate(signum, frame):  # `kill` stops as cleanly as Ctrl-C does
+            raise KeyboardInterrupt()
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, terminate)
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    def wait(self) -> None:
+        """Until the work ends; KeyboardInterrupt goes to the caller."""
+        while not self.finished.wait(0.2):
+            pass
+
+    def wait_stopping(self, stop: Callable[[], None], message: str, watch: Callable[[], None] | None = None) -> str:
+        """Wait for the work (running `watch()` first, if given, e.g. a prompt loop); on Ctrl-C print
+        `message`, call `stop()` and wait again. Returns "done", "stopped" (Ctrl-C, then the work ended
+        cleanly) or "left" (a second Ctrl-C: the caller leaves at once)."""
+        try:
+            if watch is not None:
+                watch()
+            self.wait()
+            return "done"
+        except (KeyboardInterrupt, EOFError):
+            print(message, file=sys.stderr)
+            stop()
+            try:
+                self.wait()
+            except KeyboardInterrupt:
+                return "left"
+            return "stopped"
+
+    def result(self) -> Any:
+        """What the work returned; what it raised is raised here."""
+        if "error" in self._box:
+            raise self._box["error"]
+        return self._box.get("result")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Any, TextIO
 from .. import events as ev
 from ..errors import UserError
 from ..results import STAGES
-from .common import add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json
 
 HELP = "run the optimize loop headless: profile, search kernels per bottleneck, integrate (see also the TUI)"
 
@@ -190,46 +189,15 @@ def run(args: argparse.Namespace) -> int:
     store = open_store(args)
     out = sys.stderr if args.json else sys.stdout
     session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])
-    box: dict[str, Any] = {}
-
-    # Our own "done" flag: a Thread.join() cut by Ctrl-C can leave is_alive() wrongly False (Python < 3.13).
-    finished = threading.Event()
-
-    def target() -> None:
-        try:
-            box["summary"] = session.run()
-        except BaseException as e:  # carried to the main thread, which reports it
-            box["error"] = e
-        finally:
-            finished.set()
-
-    def terminate(signum, frame):  # `kill` stops as cleanly as Ctrl-C does
-        raise KeyboardInterrupt()
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, terminate)
-    thread = threading.Thread(target=target, name="autokernel-session", daemon=True)
-    thread.start()
-    interrupted = False
-    try:
-        if args.approval == "ask":
-            _prompt_loop(session, finished, out)
-        while not finished.wait(0.2):
-            pass
-    except (KeyboardInterrupt, EOFError):
-        interrupted = True
-        print("stopping after the current experiment (Ctrl-C again to leave now; --resume continues)", file=sys.stderr)
-        session.stop()
-        try:
-            while not finished.wait(0.2):
-                pass
-        except KeyboardInterrupt:
-            print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}",
-                  file=sys.stderr)
-            return 130
-    if "error" in box:
-        raise box["error"]
-    summary = box.get("summary") or {}
+    job = BackgroundRun(session.run, "autokernel-session")
+    ended = job.wait_stopping(session.stop, "stopping after the current experiment (Ctrl-C again to leave now; "
+                              "--resume continues)",
+                              watch=(lambda: _prompt_loop(session, job.finished, out)) if args.approval == "ask" else None)
+    if ended == "left":
+        print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}", file=sys.stderr)
+        return 130
+    interrupted = ended == "stopped"
+    summary = job.result() or {}
     if args.json:
         print_json(summary)
     elif summary:
