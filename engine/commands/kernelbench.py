@@ -1,0 +1,156 @@
+"""`autokernel kernelbench PATH...`: score the tool on KernelBench-form problems, on this machine.
+
+Each problem is profiled, optimized by the loop (one session each, `autokernel sessions`), turned into
+a standalone `ModelNew` with the kept kernels, checked the KernelBench way (fresh `get_inputs()` on
+several trials, atol = rtol = 1e-2) and timed against `Model` in eager mode and under torch.compile.
+Prints a table per problem and fast_p (or one JSON document with --json). Ctrl-C stops the current
+problem cleanly (its session can be resumed), prints what finished, and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any, TextIO
+
+from ..errors import UserError
+from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+
+HELP = ("score the tool on KernelBench-form problems: optimize each, check its ModelNew the KernelBench way, "
+        "time it against eager and torch.compile, report fast_p")
+
+FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped ones included), the fraction that are correct and "
+               "more than p times faster than the baseline; p = 0: just correct")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="problem files (Model, get_inputs(), get_init_inputs()) or folders of them, searched "
+                        "recursively (a KernelBench checkout's level folders); other .py files are ignored")
+    p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
+                   help="the offline playbook agent (default; problems without a known kernel type are skipped) "
+                        "or a litellm model string")
+    p.add_argument("--api-base", default=None, metavar="URL",
+                   help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
+    p.add_argument("--max-experiments-per-problem", type=int, default=20, metavar="N",
+                   help="experiments per problem, starters included (default 20)")
+    p.add_argument("--size", choices=("small", "large"), default=None,
+                   help="for problem files that read AUTOKERNEL_MODEL_SIZE (default: large on cuda, small on cpu)")
+    p.add_argument("--verbose", "-v", action="store_true", help="print every experiment of every problem (stderr)")
+    add_device_flag(p)
+    add_db_flag(p)
+    add_json_flag(p)
+
+
+# -- output --------------------------------------------------------------------------------------
+def _speedup(value: float | None, meaningful: bool) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}x" + ("" if meaningful else " (cpu)")
+
+
+def progress_line(i: int, n: int, r: Any) -> str:
+    """One line per finished problem, for the log while a batch runs."""
+    line = f"[{i + 1}/{n}] {r.name}: {r.status}"
+    if r.status in ("correct", "incorrect"):
+        line += (f", {_speedup(r.speedup_eager, r.meaningful)} vs eager, "
+                 f"{_speedup(r.speedup_compile, r.meaningful)} vs torch.compile")
+    if r.reason and r.status != "correct":
+        line += f" — {r.reason}"
+    return line + (f" (session {r.session_id})" if r.session_id else "")
+
+
+def print_report(report: dict, out: TextIO) -> None:
+    """The score table (rich), then fast_p per baseline."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=None if out.isatty() else 160)
+    problems = report["problems"]
+    table = Table(title=f"KernelBench: {len(problems)} of {report['total']} problems on {report['device']}, "
+                        f"agent {report['agent']}", title_justify="left")
+    for col, kw in (("problem", {}), ("status", {}), ("vs eager", {"justify": "right"}),
+                    ("vs compile", {"justify": "right"}), ("kernels", {}), ("session", {"no_wrap": True}),
+                    ("note", {"overflow": "fold", "ratio": 1})):
+        table.add_column(col, **kw)
+    for r in problems:
+        timed = r["status"] in ("correct", "incorrect")
+        table.add_row(r["name"], r["status"],
+                      _speedup(r["speedup_eager"], r["meaningful"]) if timed else "—",
+                      _speedup(r["speedup_compile"], r["meaningful"]) if timed else "—",
+                      ", ".join(r["kernels"]) or "—", r["session_id"] or "—", r["reason"])
+    console.print(table)
+    scores = Table(title="fast_p", title_justify="left")
+    scores.add_column("p", justify="right")
+    for base in ("eager", "compile"):
+        scores.add_column(f"vs {base}", justify="right")
+    for key in report["fast_p"]["eager"]:
+        scores.add_row(key, *("—" if report["fast_p"][b][key] is None else f"{report['fast_p'][b][key]:.2f}"
+                              for b in ("eager", "compile")))
+    console.print(scores)
+    console.print(FAST_P_NOTE.format(n=report["counted"]))
+    if not report["meaningful"]:
+        console.print("CPU run: timings under Triton's interpreter are not meaningful (torch.compile is timed on "
+                      "a GPU only); the statuses are.")
+    if not report["complete"]:
+        console.print(f"stopped: {report['counted']} of {report['total']} problems finished; fast_p counts those.")
+    if report.get("batch_session"):
+        console.print(f"batch session {report['batch_session']}; each problem's run: autokernel-tui --replay SESSION")
+
+
+# -- running -------------------------------------------------------------------------------------
+def _command_line() -> str:
+    """The command as typed, kept with the batch's score (so a table can be re-made)."""
+    return "autokernel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..devices import resolve_device
+    from ..kernelbench import BatchConfig, KernelBenchBatch, discover
+    from ..session import make_agent
+
+    if args.max_experiments_per_problem <= 0:
+        raise UserError("--max-experiments-per-problem must be a positive number")
+    device = resolve_device(args.device)
+    problems, ignored = discover(args.paths)
+    if not problems:
+        raise UserError(f"no problem files under {' '.join(args.paths)} (a problem defines Model and get_inputs())")
+    make_agent(args.agent, args.api_base)  # an agent that cannot be built fails here, once, not per problem
+    log = sys.stderr
+    if ignored:
+        print(f"ignoring {len(ignored)} .py file(s) that define no Model and get_inputs(): "
+              + ", ".join(f.name for f in ignored[:5]) + (" ..." if len(ignored) > 5 else ""), file=log)
+    listeners = []
+    if args.verbose:
+        from .optimize import HeadlessPrinter
+
+        listeners.append(HeadlessPrinter(log))
+    config = BatchConfig(device=device, agent=args.agent, max_experiments=args.max_experiments_per_problem,
+                         size=args.size, api_base=args.api_base, command=_command_line())
+    n = len(problems)
+    batch = KernelBenchBatch(
+        problems, config, open_store(args), listeners=listeners,
+        on_start=lambda i, p: print(f"[{i + 1}/{n}] {p.name}: optimizing ({p.path})", file=log, flush=True),
+        on_result=lambda i, r: print(progress_line(i, n, r), file=log, flush=True))
+    report, interrupted = _run_stoppable(batch)
+    if report is None:
+        return 130
+    if args.json:
+        print_json(report)
+    else:
+        print_report(report, sys.stdout)
+    if interrupted or not report["complete"]:
+        return 130
+    return 1 if any(p["status"] == "error" for p in report["problems"]) else 0
+
+
+def _run_stoppable(batch: Any) -> tuple[dict | None, bool]:
+    """Run the batch; the first Ctrl-C (or SIGTERM) stops it cleanly, a second leaves at once (report
+    None). Returns (report, interrupted)."""
+    job = BackgroundRun(batch.run, "autokernel-kernelbench")
+    ended = job.wait_stopping(batch.stop, "stopping the current problem (Ctrl-C again to leave now; "
+                                          "its session can be resumed)")
+    if ended == "left":
+        return None, True
+    return job.result(), ended == "stopped"

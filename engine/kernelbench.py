@@ -1,0 +1,330 @@
+"""KernelBench mode: the optimize loop over a batch of KernelBench-form problems, and its score.
+
+A problem is a file defining `Model`, `get_inputs()` and `get_init_inputs()`. Each problem is one
+optimize session in the store (profile, search its bottlenecks, then integration mode `kernelbench`:
+a standalone `ModelNew` with the kept kernels is written and checked and timed the KernelBench way,
+`engine/model_new.py`), so `autokernel sessions` and the TUI's replay show every problem's run. The
+batch itself is a `kernelbench` session whose summary is the score table.
+
+A problem ends `correct`, `incorrect` (ModelNew failed the check), `skipped` (nothing the agent can
+target, or a file that does not load: the problem's limits, not the tool's failure), `error` (the
+tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
+fraction of ALL problems of the batch, skipped ones included, that are correct and more than p
+times faster than the baseline (eager or torch.compile); fast_0 is the fraction correct.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from . import events as ev
+from .errors import UserError
+from .model_new import CHECK_DONE
+from .store import Recorder, Store
+
+THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+BASELINES = ("eager", "compile")
+STATUSES = ("correct", "incorrect", "skipped", "error", "stopped")
+
+
+# -- finding problems ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    name: str  # relative to the folder it was found in, without .py: "level1/23_Softmax"
+    path: Path
+
+
+def _defines_problem(source: str) -> bool:
+    """Whether a file's top level defines `Model` and `get_inputs` (read, never imported)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a broken problem file is still a problem: it is reported as skipped
+        return bool(re.search(r"^class\s+Model\b", source, re.M)) and "get_inputs" in source
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    return {"Model", "get_inputs"} <= names
+
+
+def _natural(text: str) -> list:
+    """Sort key that puts `2_x` before `10_x`, as KernelBench numbers its problems."""
+    return [int(p) if p.isdigit() else p.lower() for p in re.split(r"(\d+)", text)]
+
+
+def discover(paths: Iterable[str | Path]) -> tuple[list[Problem], list[Path]]:
+    """The problems under `paths` (files, or folders searched recursively, level folders included)
+    and the .py files of those folders that are not problems. A file named explicitly is always a
+    problem (if it is not one, the run says why); UserError for a path that does not exist."""
+    problems: dict[Path, Problem] = {}
+    ignored: list[Path] = []
+    for given in paths:
+        root = Path(given).expanduser()
+        if not root.exists():
+            raise UserError(f"{given}: no such file or folder")
+        if root.is_file():
+            if root.suffix != ".py":
+                raise UserError(f"{given}: not a Python file (a problem is a .py file defining Model and get_inputs())")
+            problems.setdefault(root.resolve(), Problem(root.stem, root.resolve()))
+            continue
+        found = []
+        for f in root.rglob("*.py"):
+            if f.name.startswith(("_", ".")) or any(p.startswith((".", "__")) for p in f.relative_to(root).parts[:-1]):
+                continue
+            try:
+                is_problem = _defines_problem(f.read_text(errors="replace"))
+            except OSError:
+                is_problem = False
+            (found if is_problem else ignored).append(f)
+        for f in sorted(found, key=lambda f: _natural(str(f.relative_to(root)))):
+            name = str(f.relative_to(root).with_suffix("")).replace("\\", "/")
+            problems.setdefault(f.resolve(), Problem(name, f.resolve()))
+    return list(problems.values()), ignored
+
+
+# -- one problem's result --------------------------------------------------------------------------
+@dataclass
+class ProblemResult:
+    name: str
+    path: str
+    status: str  # one of STATUSES
+    reason: str = ""  # why skipped / incorrect / error / stopped; a note for a correct one
+    session_id: str | None = None
+    speedup_eager: float | None = None  # eager Model time / ModelNew time
+    speedup_compile: float | None = None  # torch.compile(Model) time / ModelNew time (GPU only)
+    model_ms: float | None = None  # ModelNew
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    meaningful: bool = False  # False on the CPU (Triton's interpreter): the times show the method only
+    kernels: list[str] = field(default_factory=list)  # kernel types ModelNew actually ran
+    model_new: str | None = None  # the standalone ModelNew file that was checked
+    experiments: int = 0
+    seconds: float = 0.0
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "correct"
+
+    def speedup(self, baseline: str) -> float | None:
+        return self.speedup_eager if baseline == "eager" else self.speedup_compile
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "correct": self.correct}
+
+
+def _key(p: float) -> str:
+    return "0" if p == 0 else f"{p:.1f}"
+
+
+def fast_p(results: list[ProblemResult], thresholds: Iterable[float] = THRESHOLDS) -> dict[str, dict[str, float | None]]:
+    """KernelBench's fast_p per baseline: {"eager": {"0": f, "1.0": f, ...}, "compile": {...}}.
+
+    The denominator is every problem given, skipped and failed ones included. fast_0 is the fraction
+    correct. Where correct problems exist but none was timed against a baseline (torch.compile on the
+    CPU), that baseline's p > 0 entries are None: not measured, rather than zero.
+    """
+    n = len(results)
+    out: dict[str, dict[str, float | None]] = {}
+    for base in BASELINES:
+        correct = [r for r in results if r.correct]
+        untimed = bool(correct) and all(r.speedup(base) is None for r in correct)
+        row: dict[str, float | None] = {}
+        for p in thresholds:
+            if p > 0 and untimed:
+                row[_key(p)] = None
+                continue
+            wins = sum(1 for r in results if r.correct and (p == 0 or (r.speedup(base) or 0.0) > p))
+            row[_key(p)] = wins / n if n else 0.0
+        out[base] = row
+    return out
+
+
+def _top_rows(rows: list[dict], n: int = 3) -> str:
+    return ", ".join(f"{r.get('name', r.get('kind'))} {100 * float(r.get('share') or 0):.0f}%" for r in rows[:n])
+
+
+def result_from_session(problem: Problem, session: Any, agent: str, seconds: float) -> ProblemResult:
+    """A finished (or stopped) session of one problem, as its row in the score table."""
+    state, summary = session.state, session.summary or {}
+    base = ProblemResult(name=problem.name, path=str(problem.path), status="error",
+                         session_id=session.session_id, experiments=int(summary.get("experiments") or 0),
+                         seconds=round(seconds, 1))
+    status = summary.get("status")
+    if status == "stopped":
+        base.status = "stopped"
+        base.reason = f"resume with: autokernel optimize --headless --resume {session.session_id}"
+        return base
+    if status == "failed":
+        errors = [e for e in session.store.iter_events(session.session_id) if isinstance(e, ev.ErrorEvent)]
+        base.reason = f"{errors[-1].where}: {errors[-1].message}" if errors else "the session failed"
+        return base
+    if not state.targets:
+        rows = state.profile.rows if state.profile else []
+        base.status = "skipped"
+        base.reason = (f"nothing the {agent} agent can target: no operation of a kernel type autokernel "
+                       f"knows (profile: {_top_rows(rows) or 'empty'})")
+        return base
+    integ = state.integration
+    if integ is None:
+        base.reason = "the session ended without checking ModelNew"
+        return base
+    if not integ.detail.startswith(CHECK_DONE):  # the check itself did not run to the end: our failure
+        base.reason = integ.detail
+        return base
+    base.status = "correct" if integ.correct else "incorrect"
+    base.speedup_eager = integ.speedup_eager or None
+    base.speedup_compile = integ.speedup_compile
+    base.model_ms, base.eager_ms, base.compile_ms = integ.model_ms, integ.eager_ms, integ.compile_ms
+    base.meaningful = integ.meaningful
+    base.kernels = [r["kind"] for r in integ.replaced if r.get("calls")]
+    m = re.search(r"ModelNew: (\S+\.py)", integ.detail)
+    base.model_new = m.group(1) if m else None
+    if integ.correct and not base.kernels:
+        base.reason = "no kept kernel was used: ModelNew is the original Model"
+    elif not integ.correct:
+        base.reason = integ.detail
+    return base
+
+
+# -- the batch -----------------------------------------------------------------------------------
+@dataclass
+class BatchConfig:
+    device: str  # cpu | cuda, already resolved
+    agent: str = "playbook"
+    max_experiments: int | None = 20  # per problem
+    size: str | None = None  # small | large, for problem files that read AUTOKERNEL_MODEL_SIZE
+    api_base: str | None = None
+    command: str = ""  # how the batch was started, kept with its score
+
+
+class KernelBenchBatch:
+    """Runs the problems one after another (one optimize session each); `stop()` from any thread
+    stops the current problem's session cleanly and runs no further problem."""
+
+    def __init__(self, problems: list[Problem], config: BatchConfig, store: Store,
+                 listeners: Iterable[Callable[[ev.Event], None]] = (),
+                 on_start: Callable[[int, Problem], None] | None = None,
+                 on_result: Callable[[int, ProblemResult], None] | None = None,
+                 session_factory: Callable[..., Any] | None = None):
+        """`listeners` get every event of every problem's session; `on_start(i, problem)` and
+        `on_result(i, result)` mark each problem's beginning and end; `session_factory(config, store,
+        listeners)` replaces OptimizeSession (tests)."""
+        self.problems = list(problems)
+        self.config = config
+        self.store = store
+        self.listeners = list(listeners)
+        self.on_start, self.on_result = on_start, on_result
+        self.session_factory = session_factory
+        self.results: list[ProblemResult] = []
+        self.current: Any = None
+        self.batch_id: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            session = self.current
+        if session is not None:
+            session.stop()
+
+    def run(self) -> dict[str, Any]:
+        """Run every problem (until stopped); returns the report (also the batch session's summary)."""
+        cfg = self.config
+        from .devices import device_name
+
+        started = ev.SessionStarted(kind="kernelbench", model=" ".join(str(p.path) for p in self.problems),
+                                    device=cfg.device, device_name=device_name(cfg.device), agent=cfg.agent,
+                                    config={"problems": [str(p.path) for p in self.problems], "device": cfg.device,
+                                            "agent": cfg.agent, "max_experiments_per_problem": cfg.max_experiments,
+                                            "size": cfg.size, "command": cfg.command})
+        self.batch_id = self.store.create_session(started)
+        recorder = Recorder(self.store, self.batch_id)
+        status = "completed"
+        try:
+            for i, problem in enumerate(self.problems):
+                if self.stopped:
+                    break
+                if self.on_start:
+                    self.on_start(i, problem)
+                result = self._run_one(problem)
+                self.results.append(result)
+                recorder.emit(ev.Log(level="info", message=f"{problem.name}: {result.status}"
+                                     + (f" (session {result.session_id})" if result.session_id else "")
+                                     + (f": {result.reason}" if result.reason else "")))
+                if self.on_result:
+                    self.on_result(i, result)
+            if self.stopped:
+                status = "stopped"
+        except BaseException:
+            status = "failed"
+            raise
+        finally:
+            report = self.report()
+            recorder.emit(ev.SessionDone(status=status, summary=report))
+            self.store.finish_session(self.batch_id, status, report)
+        return report
+
+    def _make_session(self, problem: Problem) -> Any:
+        from .session import OptimizeSession, SessionConfig
+
+        cfg = self.config
+        config = SessionConfig(model_path=str(problem.path), device=cfg.device, agent=cfg.agent,
+                               max_experiments=cfg.max_experiments, size=cfg.size, api_base=cfg.api_base,
+                               integration="kernelbench")
+        if self.session_factory is not None:
+            return self.session_factory(config, self.store, self.listeners)
+        return OptimizeSession(config, self.store, listeners=self.listeners)
+
+    def _run_one(self, problem: Problem) -> ProblemResult:
+        t0 = time.monotonic()
+        session, failure = None, None
+        try:
+            session = self._make_session(problem)
+            with self._lock:
+                self.current = session
+            if self.stopped:  # stopped while the session was being made: it stops at its first checkpoint
+                session.stop()
+            session.run()
+        except UserError as e:  # the problem file does not load: the problem is skipped, the batch goes on
+            failure = ("skipped", f"the problem does not load: {e}")
+        except Exception as e:  # the tool's own failure on this problem; the batch goes on
+            failure = ("error", f"{type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self.current = None
+        seconds = time.monotonic() - t0
+        if failure is None:
+            result = result_from_session(problem, session, self.config.agent, seconds)
+        else:
+            result = ProblemResult(name=problem.name, path=str(problem.path), status=failure[0], reason=failure[1],
+                                   session_id=getattr(session, "session_id", None), seconds=round(seconds, 1))
+        if result.model_ms is None:  # not timed: the device says what its times would mean
+            result.meaningful = self.config.device == "cuda"
+        return result
+
+    def report(self) -> dict[str, Any]:
+        """The score: every problem's row and fast_p over the problems that finished."""
+        finished = [r for r in self.results if r.status != "stopped"]
+        return {
+            "problems": [r.to_json() for r in self.results],
+            "fast_p": fast_p(finished),
+            "counted": len(finished),
+            "total": len(self.problems),
+            "complete": len(finished) == len(self.problems),
+            "meaningful": self.config.device == "cuda" and all(r.meaningful for r in finished),
+            "device": self.config.device,
+            "agent": self.config.agent,
+            "max_experiments_per_problem": self.config.max_experiments,
+            "batch_session": self.batch_id,
+            "command": self.config.command,
+        }

@@ -1,0 +1,30 @@
+"""A running sum along the last dim (our own problem): no kernel type of autokernel computes it, so the
+playbook agent reports it skipped, with the reason.
+
+`AUTOKERNEL_MODEL_SIZE` (set by autokernel's loader) picks the size: `small` on the CPU, `large` on a GPU.
+"""
+
+import os
+
+import torch
+import torch.nn as nn
+
+SIZE = os.environ.get("AUTOKERNEL_MODEL_SIZE") or ("large" if torch.cuda.is_available() else "small")
+ROWS, COLS = {"small": (64, 256), "large": (8192, 8192)}[SIZE]
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return [-1]

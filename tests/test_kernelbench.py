@@ -1,0 +1,219 @@
+"""KernelBench mode: problem discovery, the fast_p arithmetic, the ModelNew check, and whole batches
+through the real CLI (real profiler, worker, playbook agent, Triton's interpreter) on our own problem
+files in KernelBench form (tests/kernelbench_problems; no KernelBench file is copied here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.errors import UserError
+from autokernel.engine.integrate import integrate_session_kernels
+from autokernel.engine.kernelbench import ProblemResult, discover, fast_p
+from autokernel.engine.store import Store
+
+PROBLEMS = Path(__file__).parent / "kernelbench_problems"
+SOFTMAX = PROBLEMS / "level1" / "1_softmax.py"
+CUMSUM = PROBLEMS / "level1" / "4_cumsum.py"
+RMSNORM = PROBLEMS / "level1" / "2_rmsnorm.py"
+BROKEN = "import torch\nraise RuntimeError('boom at import')\nclass Model: pass\ndef get_inputs():\n    return []\n"
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "kernelbench", *map(str, args)],
+                          capture_output=True, text=True, timeout=400, **kw)
+
+
+# -- fast_p --------------------------------------------------------------------------------------
+def _r(status, eager=None, compile_=None):
+    return ProblemResult(name=status, path="", status=status, speedup_eager=eager, speedup_compile=compile_)
+
+
+def test_fast_p_counts_every_problem_and_needs_more_than_p():
+    results = [_r("correct", 2.5, 1.2), _r("correct", 1.0, 0.5), _r("correct", 1.6, 2.0),
+               _r("incorrect", 3.0, 3.0), _r("skipped"), _r("error")]
+    score = fast_p(results)
+    assert score["eager"] == {"0": 3 / 6, "1.0": 2 / 6, "1.5": 2 / 6, "2.0": 1 / 6}  # 1.0x is not faster than 1.0
+    assert score["compile"] == {"0": 3 / 6, "1.0": 2 / 6, "1.5": 1 / 6, "2.0": 0.0}  # 2.0x is not more than 2.0
+    assert fast_p([]) == {b: {"0": 0.0, "1.0": 0.0, "1.5": 0.0, "2.0": 0.0} for b in ("eager", "compile")}
+    # correct problems never timed against torch.compile (a CPU run): not measured, not zero
+    cpu = fast_p([_r("correct", 0.5), _r("skipped")])
+    assert cpu["compile"] == {"0": 0.5, "1.0": None, "1.5": None, "2.0": None}
+    assert cpu["eager"] == {"0": 0.5, "1.0": 0.0, "1.5": 0.0, "2.0": 0.0}
+    assert fast_p([_r("skipped")])["compile"]["1.0"] == 0.0  # nothing correct: nothing fast, measured or not
+
+
+# -- discovery -----------------------------------------------------------------------------------
+PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+
+
+def test_discovery_finds_problems_in_nested_level_folders_and_ignores_other_files(tmp_path):
+    for rel in ("level1/2_b.py", "level1/10_a.py", "level2/deep/1_c.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(PROBLEM_SRC)
+    (tmp_path / "level1" / "helpers.py").write_text("def get_inputs():\n    return []\n")  # no Model
+    (tmp_path / "level1" / "__init__.py").write_text(PROBLEM_SRC)
+    (tmp_path / "level1" / "3_broken.py").write_text("class Model(\ndef get_inputs(:\n")  # unparsable: still a problem
+    (tmp_path / "notes.txt").write_text("class Model\nget_inputs")
+    problems, ignored = discover([tmp_path])
+    assert [p.name for p in problems] == ["level1/2_b", "level1/3_broken", "level1/10_a", "level2/deep/1_c"]
+    assert [f.name for f in ignored] == ["helpers.py"]
+    # a file named on its own is a problem whatever it holds (the run says why it is skipped); no duplicates
+    problems, _ = discover([tmp_path / "level1" / "helpers.py", tmp_path / "level2", tmp_path / "level2" / "deep" / "1_c.py"])
+    assert [p.name for p in problems] == ["helpers", "deep/1_c"]
+    with pytest.raises(UserError, match="no such file"):
+        discover([tmp_path / "missing"])
+    with pytest.raises(UserError, match="not a Python file"):
+        discover([tmp_path / "notes.txt"])
+
+
+def test_our_problem_folder_holds_the_four_problems():
+    assert [p.name for p in discover([PROBLEMS])[0]] == [
+        "level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level2/3_gemm_relu"]
+
+
+# -- the ModelNew check (the integration subprocess in mode kernelbench) --------------------------
+CACHING_SOFTMAX = '''
+import torch
+_seen = []
+
+
+def kernel_fn(x):
+    # right on the first input it sees, wrong on every later one: only fresh inputs catch it
+    _seen.append(1)
+    return torch.softmax(x, dim=-1) if len(_seen) == 1 else torch.zeros_like(x)
+'''
+
+
+def test_model_new_is_checked_on_fresh_inputs_and_runs_on_its_own(tmp_path):
+    kernel = [{"kind": "softmax", "candidate_id": "softmax-0003", "source": CACHING_SOFTMAX, "dtype": "fp32"}]
+    bad = integrate_session_kernels(str(SOFTMAX), "cpu", kernel, tmp_path / "bad", mode="kernelbench", timeout_s=120)
+    assert not bad.correct and bad.detail.startswith("KernelBench check: 1/3 trials")
+    assert "trial 1: outputs differ" in bad.detail and not bad.meaningful and bad.compile_ms is None
+    assert bad.replaced[0]["candidate_id"] == "softmax-0003"
+
+    same = integrate_session_kernels(str(SOFTMAX), "cpu", [], tmp_path / "same", mode="kernelbench", timeout_s=120)
+    assert same.correct and same.detail.startswith("KernelBench check: 3/3 trials"), same.detail
+    assert "ModelNew is the problem's Model unchanged" in same.detail
+    assert same.max_abs_error == 0.0 and same.model_ms > 0 and same.eager_ms > 0
+    # the file that was checked is a KernelBench solution a user can import and run as it is
+    model_new = tmp_path / "same" / "model_new.py"
+    spec = importlib.util.spec_from_file_location("kb_model_new_test", model_new)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.ModelNew(*module.get_init_inputs())(*module.get_inputs())
+    assert out.shape == (64, 256) and "No kernel was kept" in model_new.read_text()
+
+
+# -- whole batches through the real CLI ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Our problem folder (three problems and one the playbook has no kernel type for), once, as JSON."""
+    db = tmp_path_factory.mktemp("kernelbench") / "s.db"
+    p = _cli(PROBLEMS, "--device", "cpu", "--max-experiments-per-problem", "2", "--db", db, "--json")
+    return p, db
+
+
+def test_batch_json_document(batch):
+    p, _ = batch
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads(p.stdout)  # stdout is one JSON document; progress went to stderr
+    assert set(doc) >= {"problems", "fast_p", "device", "meaningful", "complete", "batch_session", "command"}
+    assert doc["device"] == "cpu" and doc["complete"] and not doc["meaningful"]
+    by_name = {r["name"]: r for r in doc["problems"]}
+    assert list(by_name) == ["level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level2/3_gemm_relu"]
+    for name, kind in (("level1/1_softmax", "softmax"), ("level1/2_rmsnorm", "rmsnorm"), ("level2/3_gemm_relu", "matmul")):
+        r = by_name[name]
+        assert r["status"] == "correct" and r["correct"], r
+        assert r["kernels"] == [kind] and r["experiments"] == 2  # ModelNew really ran the searched kernel
+        assert r["speedup_eager"] > 0 and r["speedup_compile"] is None and not r["meaningful"]
+        assert Path(r["model_new"]).name == "model_new.py" and "class ModelNew(Model)" in Path(r["model_new"]).read_text()
+    skipped = by_name["level1/4_cumsum"]
+    assert skipped["status"] == "skipped" and not skipped["correct"]
+    assert "nothing the playbook agent can target" in skipped["reason"] and "aten::cumsum" in skipped["reason"]
+    assert doc["fast_p"]["compile"] == {"0": 0.75, "1.0": None, "1.5": None, "2.0": None}  # not timed on a CPU
+    assert doc["fast_p"]["eager"] == {key: sum(r["correct"] and r["speedup_eager"] > p for r in doc["problems"]) / 4
+                                      for key, p in (("0", 0), ("1.0", 1.0), ("1.5", 1.5), ("2.0", 2.0))}
+    assert doc["fast_p"]["eager"]["0"] == 0.75
+    assert "[4/4] level2/3_gemm_relu: correct" in p.stderr
+
+
+def test_each_problem_is_a_session_in_the_store(batch):
+    p, db = batch
+    doc = json.loads(p.stdout)
+    store = Store(db)
+    for r in doc["problems"]:
+        row = store.session(r["session_id"])
+        assert row["kind"] == "optimize" and row["status"] == "completed" and row["model"] == r["path"]
+        assert row["config"]["integration"] == "kernelbench"
+        checks = [e for _, e in store.events(row["id"]) if isinstance(e, ev.IntegrationResult)]
+        assert len(checks) == (0 if r["status"] == "skipped" else 1)
+        if checks:
+            assert checks[0].correct and f"ModelNew: {r['model_new']}" in checks[0].detail
+    row = store.session(doc["batch_session"])
+    assert row["kind"] == "kernelbench" and row["status"] == "completed"
+    assert row["summary"]["fast_p"] == doc["fast_p"] and len(row["config"]["problems"]) == 4
+
+
+def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
+    """Without --json: the rich table. A file that fails to import is skipped with its reason; Ctrl-C
+    during the last problem stops its session (resumable), prints what finished and exits 130."""
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN)
+    db = tmp_path / "s.db"
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "kernelbench", str(SOFTMAX), str(broken),
+                             str(CUMSUM), str(RMSNORM), "--device", "cpu", "--max-experiments-per-problem", "2",
+                             "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("[4/4] 2_rmsnorm: optimizing"):
+                break
+        time.sleep(3)  # into the last problem's session
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = "".join(lines) + err
+    assert proc.returncode == 130, err[-3000:]
+    assert "[2/4] broken: skipped — the problem does not load: broken.py: line 2: RuntimeError: boom at import" in err
+    rows = {}  # problem -> [status, vs eager, vs compile, kernels, session, note (wrapped lines joined)]
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 7 and cells[0]:
+            rows[cells[0]] = cells[1:]
+        elif len(cells) == 7 and rows:
+            rows[list(rows)[-1]][5] += " " + cells[6]
+    assert list(rows) == ["1_softmax", "broken", "4_cumsum", "2_rmsnorm"], out
+    assert rows["1_softmax"][0] == "correct" and rows["1_softmax"][1].endswith("x (cpu)") and rows["1_softmax"][3] == "softmax"
+    assert rows["broken"][0] == "skipped" and "does not load" in rows["broken"][5]
+    assert rows["4_cumsum"][:4] == ["skipped", "—", "—", "—"] and "aten::cumsum" in rows["4_cumsum"][5]
+    assert rows["2_rmsnorm"][0] == "stopped" and "--resume" in rows["2_rmsnorm"][5]
+    assert "fast_p" in out and "of the 3 problems counted" in out and "not meaningful" in out
+    assert "stopped: 3 of 4 problems finished" in out
+    store = Store(db)
+    stopped = store.session(rows["2_rmsnorm"][4])
+    assert stopped["status"] == "stopped" and stopped["kind"] == "optimize"  # resumable with autokernel optimize
+    batch_row = next(s for s in store.sessions(kind="kernelbench"))
+    assert batch_row["status"] == "stopped" and not batch_row["summary"]["complete"]
+
+
+def test_bad_input_is_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for args, message in (([tmp_path / "nope"], "no such file or folder"),
+                          ([tmp_path / "empty"], "no problem files under"),
+                          ([SOFTMAX, "--max-experiments-per-problem", "0"], "must be a positive number")):
+        p = _cli(*args, "--device", "cpu", "--db", tmp_path / "s.db")
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and message in p.stderr, p.stderr
