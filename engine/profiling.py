@@ -168,6 +168,28 @@ def _op_call(evt: Any) -> OpCall:
     )
 
 
+def _fill_input_dtypes(prof: Any, events: list) -> None:
+    """Give each operator event its argument dtypes where this torch leaves them out.
+
+    `FunctionEvent.input_dtypes` is recent (torch 2.11, for one, has only `input_shapes`); without
+    dtypes no argument counts as a tensor, so every row loses its shape, bytes and floor. The
+    profiler's raw Kineto events always carry them: match them to the parsed events by name,
+    thread and start time, computed as torch computes the parsed start."""
+    if all(getattr(e, "input_dtypes", None) is not None for e in events):
+        return
+    try:
+        results = prof.profiler.kineto_results
+        start_ns = results.trace_start_ns()
+        raw = {(k.name(), k.start_thread_id(), (k.start_ns() - start_ns) / 1000): list(k.dtypes())
+               for k in results.events() if k.device_type() == DeviceType.CPU}
+    except (AttributeError, RuntimeError):
+        return  # an older profiler still: rows keep their names and times, without shapes
+    for e in events:
+        if getattr(e, "input_dtypes", None) is None:
+            name = getattr(e, "trace_name", None) or e.name
+            e.input_dtypes = raw.get((name, e.thread, e.time_range.start), [])
+
+
 def _is_op(evt: Any) -> bool:
     """An operator (aten::mm, a custom ns::op), not a user range or a runtime call."""
     return "::" in evt.name and not evt.name.startswith(RANGE_PREFIX)
@@ -219,6 +241,7 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
     finally:
         ranges.close()
     events = prof.events()  # parsed before any export: exporting first leaves torch's results unreadable
+    _fill_input_dtypes(prof, events)
     if trace_path:
         say(f"writing the trace to {trace_path}")
         prof.export_chrome_trace(str(trace_path))
