@@ -171,13 +171,13 @@ def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: t
 
 
 def compiled_reference(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
-    """torch.compile(reference), compiled once per shape and dtype; (None, why) when it can't be."""
+    """torch.compile(the spec's eager baseline), compiled once per shape and dtype; (None, why) when it can't be."""
     key = (spec.name, tuple(sorted(shape.items())), dtype)
     if key in _COMPILED:
         return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), 0.0
     t0 = time.perf_counter()
     try:
-        fn = torch.compile(spec.reference, dynamic=False)
+        fn = torch.compile(spec.eager, dynamic=False)
         fn(*sample)
         if sample and isinstance(sample[0], torch.Tensor) and sample[0].is_cuda:
             torch.cuda.synchronize()
@@ -226,7 +226,7 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         raise RuntimeError("the kernel launched on a side stream when timed: the timer's stream never waits for it")
     check_timed_output(spec, out, args, dtype)
     del out
-    eager_ms, _, _, _ = time_ms(spec.reference, sets, device, spec.data_args)
+    eager_ms, _, _, _ = time_ms(spec.eager, sets, device, spec.data_args)
     with_compile = (device == "cuda") if with_compile is None else with_compile
     compile_ms, why = None, ""
     if with_compile:

@@ -102,6 +102,15 @@ class KernelSpec:
     forbidden_ops: frozenset[str] = frozenset()
     starters: Mapping[str, Path] = field(default_factory=dict)  # backend -> candidate file
     notes: str = ""  # kernel-specific facts shown to agents (layout, what to fuse)
+    # What a PyTorch user writes for this op, in the inputs' dtype: the "eager" and "torch.compile"
+    # that speedups are measured against. `reference` computes in fp32/fp64 to be the judge of
+    # correctness, which is slower than idiomatic eager (an fp32 matmul for bf16 inputs) and would
+    # inflate every speedup. None: the reference is already how users write it.
+    baseline: Callable[..., torch.Tensor] | None = None
+
+    @property
+    def eager(self) -> Callable[..., torch.Tensor]:
+        return self.baseline or self.reference
 
     @property
     def backends(self) -> list[str]:

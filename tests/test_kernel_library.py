@@ -17,7 +17,7 @@ import torch
 
 from autokernel.engine.results import STAGES
 from autokernel.engine.worker import Worker
-from autokernel.kernels import get_spec
+from autokernel.kernels import all_specs, get_spec
 
 MY_KERNELS = ("cross_entropy", "layernorm", "reduce", "rotary_embedding", "matmul", "fused_mlp", "flash_attention")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -154,7 +154,7 @@ warnings.simplefilter("ignore")
 import torch, triton
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
-from autokernel.kernels import get_spec
+from autokernel.kernels import all_specs, get_spec
 
 if "nvidia" not in triton.backends.backends:
     print(json.dumps({"skip": "this Triton has no NVIDIA backend"})); sys.exit(0)
@@ -227,3 +227,17 @@ def test_starters_compile_for_hopper():
     if "skip" in result:
         pytest.skip(result["skip"])
     assert result["errors"] == {}
+
+
+@pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)
+def test_the_eager_baseline_computes_what_the_reference_does(spec):
+    """Speedups are measured against `spec.eager` (idiomatic PyTorch in the inputs' dtype); it must
+    be the same function as the fp32/fp64 reference that judges correctness."""
+    gen = torch.Generator().manual_seed(1)
+    for dtype in spec.dtypes:
+        args = spec.make_inputs(spec.smoke_shape, dtype, "cpu", gen, "normal")
+        ref = spec.reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+        got = spec.eager(*args)
+        atol, rtol = spec.tolerance(dtype)
+        assert got.dtype == spec.reference(*args).dtype and got.shape == ref.shape
+        assert torch.allclose(got.double(), ref, atol=atol, rtol=rtol), (spec.name, dtype)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from ..spec import KernelSpec, random_tensor, starters_beside
 
@@ -24,6 +25,11 @@ def reference(q, k, v, causal=False) -> torch.Tensor:
         hidden = torch.ones(s_q, s_k, dtype=torch.bool, device=q.device).triu(1)
         scores = scores.masked_fill(hidden, float("-inf"))
     return (torch.softmax(scores, dim=-1) @ vw).to(q.dtype)
+
+
+def baseline(q, k, v, causal=False) -> torch.Tensor:
+    """Eager PyTorch as users write it: F.scaled_dot_product_attention (flash/cuDNN kernels on a GPU)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
 
 
 def make_inputs(shape, dtype, device, gen, mode="normal"):
@@ -70,6 +76,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(q, k, v, causal=False)",
     summary="softmax(q @ k.T / sqrt(D), causal or not) @ v for q, k, v [batch, heads, seq, head_dim]",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

@@ -25,6 +25,11 @@ def reference(x, w_gate, w_up, w_down) -> torch.Tensor:
     return (h @ w_down.to(work).T).to(x.dtype)
 
 
+def baseline(x, w_gate, w_up, w_down) -> torch.Tensor:
+    """Eager PyTorch as users write it: three nn.Linear-style matmuls and silu, in x's dtype."""
+    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+
+
 def _weight(rows, cols, dtype, device, gen):
     return (random_tensor((rows, cols), torch.float32, device, gen, "normal") / math.sqrt(max(cols, 1))).to(dtype)
 
@@ -63,6 +68,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(x, w_gate, w_up, w_down)",
     summary="SwiGLU MLP (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T, x [tokens, hidden], nn.Linear weights",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

@@ -17,6 +17,11 @@ def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: fl
     return y.to(x.dtype)
 
 
+def baseline(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Eager PyTorch as users write it: F.layer_norm in x's dtype (fp32 math inside)."""
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
 def make_inputs(shape, dtype, device, gen, mode="normal"):
     rows, cols = int(shape["rows"]), int(shape["cols"])
     x = random_tensor((rows, cols), dtype, device, gen, mode)
@@ -48,6 +53,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(x, weight, bias, eps=1e-5)",
     summary="LayerNorm over the last dim of x [rows, cols] with weight and bias [cols], fp32 math, output in x's dtype",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

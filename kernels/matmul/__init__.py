@@ -18,6 +18,11 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.to(work) @ b.to(work)).to(a.dtype)
 
 
+def baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Eager PyTorch as users write it: one cuBLAS matmul in the inputs' dtype."""
+    return a @ b
+
+
 def make_inputs(shape, dtype, device, gen, mode="normal"):
     m, n, k = int(shape["M"]), int(shape["N"]), int(shape["K"])
     # The regime applies to the activations only: a weight in a "large" regime would overflow fp16
@@ -46,6 +51,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(a, b)",
     summary="a @ b for a [M, K], b [K, N]: fp32 accumulation, output [M, N] in a's dtype",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

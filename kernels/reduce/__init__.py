@@ -15,6 +15,11 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return x.to(work).sum(-1).to(x.dtype)
 
 
+def baseline(x: torch.Tensor) -> torch.Tensor:
+    """Eager PyTorch as users write it: x.sum(-1) (fp32 accumulation inside)."""
+    return x.sum(-1)
+
+
 FP16_SUM_LIMIT = 3.0e4  # comfortably below fp16's largest finite value, 65504
 
 
@@ -47,6 +52,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(x)",
     summary="x.sum(-1) for x [rows, cols]: fp32 accumulation, output [rows] in x's dtype",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

@@ -25,6 +25,11 @@ def reference(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Te
     return (xw * cos.to(work) + rotate_half(xw) * sin.to(work)).to(x.dtype)
 
 
+def baseline(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Eager PyTorch as users write it (HF's apply_rotary_pos_emb): in x's dtype."""
+    return x * cos + rotate_half(x) * sin
+
+
 def rope_tables(seq: int, head_dim: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin [seq, head_dim] for positions 0..seq-1, frequencies base**(-2i/head_dim)."""
     inv_freq = ROPE_BASE ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
@@ -61,6 +66,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(x, cos, sin)",
     summary="x * cos + rotate_half(x) * sin for x [batch, heads, seq, head_dim], cos/sin [seq, head_dim]",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,

@@ -15,6 +15,11 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x.to(work), dim=-1).to(x.dtype)
 
 
+def baseline(x: torch.Tensor) -> torch.Tensor:
+    """Eager PyTorch as users write it: torch.softmax in x's dtype (fp32 math inside)."""
+    return torch.softmax(x, dim=-1)
+
+
 def make_inputs(shape, dtype, device, gen, mode="normal"):
     return (random_tensor((int(shape["rows"]), int(shape["cols"])), dtype, device, gen, mode),)
 
@@ -38,6 +43,7 @@ SPEC = KernelSpec(
     signature="kernel_fn(x)",
     summary="softmax over the last dim of x [rows, cols], fp32 math, output in x's dtype",
     reference=reference,
+    baseline=baseline,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,
