@@ -21,14 +21,16 @@ import triton.language as tl
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-# Autotuned on a GPU for sequences long enough to repay it; shorter ones, and everything under the
-# interpreter, use SMALL_TILE directly. BLOCK_M is a multiple of BLOCK_N (the causal split needs it).
+# Autotuned on a GPU for fp16/bf16 sequences long enough to repay it, once per head dim, mask and
+# dtype (not per sequence length: a cold check compiles every tile for each of those, and each
+# compile costs seconds). fp32 (IEEE dots, no tensor cores) and short sequences take one tile, and
+# everything under the interpreter SMALL_TILE. BLOCK_M is a multiple of BLOCK_N (the causal split needs it).
 TUNED_TILES = [  # (BLOCK_M, BLOCK_N, num_warps, num_stages): H100 bf16/fp16 favourites first
     (128, 64, 8, 3),
     (128, 128, 8, 3),
     (64, 64, 4, 3),
-    (64, 32, 4, 3),  # fits fp32 (IEEE) shared-memory budgets at head dim 128
 ]
+FP32_TILE = ({"BLOCK_M": 64, "BLOCK_N": 32}, 4, 3)  # fits fp32 shared-memory budgets at head dim 128
 SMALL_TILE = ({"BLOCK_M": 32, "BLOCK_N": 32}, 4, 2) if INTERPRETED else ({"BLOCK_M": 64, "BLOCK_N": 32}, 4, 2)
 AUTOTUNE_MIN_SEQ = 512
 
@@ -133,7 +135,7 @@ def _attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, heads, seq, head_dim, qk_scale
 
 _attention_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=st) for m, n, w, st in TUNED_TILES],
-    key=["seq", "head_dim", "CAUSAL", "IEEE", "UPCAST"],
+    key=["head_dim", "CAUSAL"],
 )(_attention_kernel)
 
 
@@ -150,8 +152,8 @@ def kernel_fn(q, k, v, causal=False):
     grid = lambda meta: (triton.cdiv(seq, meta["BLOCK_M"]), batch * heads)
     flags = dict(CAUSAL=bool(causal), IEEE=q.dtype == torch.float32, UPCAST=INTERPRETED and q.dtype == torch.bfloat16,
                  EVEN_D=block_d == head_dim, BLOCK_D=block_d)
-    if INTERPRETED or seq < AUTOTUNE_MIN_SEQ:
-        tile, warps, stages = SMALL_TILE
+    if INTERPRETED or seq < AUTOTUNE_MIN_SEQ or flags["IEEE"]:
+        tile, warps, stages = FP32_TILE if flags["IEEE"] and not INTERPRETED and seq >= AUTOTUNE_MIN_SEQ else SMALL_TILE
         kernel = _attention_kernel
         flags.update(tile, num_warps=warps, num_stages=stages)
     else:
