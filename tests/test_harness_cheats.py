@@ -21,7 +21,9 @@ EXPECTED = {
     "shared_buffer.py": ("shape_sweep", "overwrote the output of the previous one"),
     "equal_cache.py": ("shape_sweep", "reads tensor values on the host (aten::equal)"),
     "item_fingerprint.py": ("smoke", "reads tensor values on the host (aten::_local_scalar_dense)"),
-    "compiled_ref.py": ("smoke", "runs torch.compile"),
+    # torch.compile under the harness's dispatch mode: newer torch compiles the frame (caught as
+    # compiling), torch 2.11 falls back to eager (caught calling the reference op)
+    "compiled_ref.py": ("smoke", ("runs torch.compile", "calls the reference op aten::_softmax")),
     "numpy_ref.py": ("smoke", "copies tensor values to Python/numpy (Tensor.numpy)"),
 }
 
@@ -39,7 +41,7 @@ def test_cheat_fails_at_the_right_stage(worker, name):
     report = worker.check(str(CHEATS / name), kernel="softmax")
     bad = report.first_failure
     assert bad is not None and (bad.name, bad.status) == (stage, "fail"), f"{name}: {report.to_json()}"
-    assert words in bad.detail, f"{name}: {bad.detail}"
+    assert any(w in bad.detail for w in ((words,) if isinstance(words, str) else words)), f"{name}: {bad.detail}"
 
 
 def test_a_cache_used_only_when_unwatched_is_caught_by_the_timer(worker):
