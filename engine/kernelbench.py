@@ -204,7 +204,9 @@ class BatchConfig:
 
 class KernelBenchBatch:
     """Runs the problems one after another (one optimize session each); `stop()` from any thread
-    stops the current problem's session cleanly and runs no further problem."""
+    stops the current problem's session cleanly and runs no further problem. It is steered like an
+    `OptimizeSession` (pause, resume, skip_target, approve, ...): each control reaches the problem
+    under way, so the TUI's live screen can drive a batch."""
 
     def __init__(self, problems: list[Problem], config: BatchConfig, store: Store,
                  listeners: Iterable[Callable[[ev.Event], None]] = (),
@@ -222,6 +224,7 @@ class KernelBenchBatch:
         self.session_factory = session_factory
         self.results: list[ProblemResult] = []
         self.current: Any = None
+        self.index: int | None = None  # the problem under way
         self.batch_id: str | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -232,10 +235,44 @@ class KernelBenchBatch:
 
     def stop(self) -> None:
         self._stop.set()
+        self._forward("stop")
+
+    # -- the controls of the problem under way (nothing happens between two problems) --------------
+    def _forward(self, control: str, *args: Any) -> Any:
         with self._lock:
             session = self.current
-        if session is not None:
-            session.stop()
+        return getattr(session, control)(*args) if session is not None else None
+
+    def pause(self) -> None:
+        self._forward("pause")
+
+    def resume(self) -> None:
+        self._forward("resume")
+
+    def skip_target(self) -> None:
+        self._forward("skip_target")
+
+    def set_approval(self, mode: str) -> None:
+        self._forward("set_approval", mode)
+
+    def approve(self, candidate_id: str) -> bool:
+        return bool(self._forward("approve", candidate_id))
+
+    def reject(self, candidate_id: str) -> bool:
+        return bool(self._forward("reject", candidate_id))
+
+    @property
+    def pending_approval(self) -> dict | None:
+        return getattr(self.current, "pending_approval", None)
+
+    @property
+    def paused(self) -> bool:
+        return bool(getattr(self.current, "paused", False))
+
+    @property
+    def session_id(self) -> str | None:
+        """The batch's own session (kind `kernelbench`)."""
+        return self.batch_id
 
     def run(self) -> dict[str, Any]:
         """Run every problem (until stopped); returns the report (also the batch session's summary)."""
@@ -254,6 +291,7 @@ class KernelBenchBatch:
             for i, problem in enumerate(self.problems):
                 if self.stopped:
                     break
+                self.index = i
                 if self.on_start:
                     self.on_start(i, problem)
                 result = self._run_one(problem)
@@ -269,6 +307,7 @@ class KernelBenchBatch:
             status = "failed"
             raise
         finally:
+            self.index = None
             report = self.report()
             recorder.emit(ev.SessionDone(status=status, summary=report))
             self.store.finish_session(self.batch_id, status, report)

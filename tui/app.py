@@ -2,6 +2,7 @@
 
     autokernel-tui [MODEL.py] [--agent playbook|MODEL] [--budget 2h] [--approval ask] ...
     autokernel-tui --replay latest          autokernel-tui --sessions      autokernel-tui --resume ID
+    autokernel-tui --kernelbench PATH...    (a KernelBench batch: the problem table over the live session)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from autokernel.engine.errors import UserError
 from autokernel.engine.session_state import load_timeline
 from autokernel.engine.store import Store, default_db_path
 
+from .screens.kernelbench import KernelBenchScreen
 from .screens.live import EventInbox, LiveScreen
 from .screens.replay import ReplayScreen
 from .screens.sessions import SessionsScreen
@@ -38,7 +40,8 @@ def default_session_factory(store: Store) -> SessionFactory:
 
 
 class AutokernelApp(App):
-    """One app, three ways in: live (a new or resumed session), replay, or the sessions list."""
+    """One app, four ways in: live (a new or resumed session), a KernelBench batch, replay, or the sessions list.
+    In mode `kernelbench`, `session` is the `KernelBenchBatch`."""
 
     CSS_PATH = "app.tcss"
     TITLE = "autokernel"
@@ -64,6 +67,9 @@ class AutokernelApp(App):
                 self.inbox = EventInbox()
                 self.live_session = self.session_factory(self.config, self.inbox)
             self.push_screen(LiveScreen(self.live_session, self.inbox, clock=self.clock))
+        elif self.mode == "kernelbench":
+            self.sub_title = "KernelBench"
+            self.push_screen(KernelBenchScreen(self.live_session, self.inbox, clock=self.clock))
         elif self.mode == "replay":
             self.push_screen(self._replay_screen(self.replay_ref or "latest"))
         else:
@@ -133,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a KernelBench-style model file (default: the bundled Llama example)")
     p.add_argument("--agent", default="playbook", help="playbook (offline, default) or a litellm model string")
     p.add_argument("--budget", default=None, help="wall-time budget, e.g. 2h, 90m, 1h30m")
-    p.add_argument("--max-experiments", type=int, default=None, metavar="N")
+    p.add_argument("--max-experiments", type=int, default=None, metavar="N",
+                   help="stop after N experiments (with --kernelbench: per problem, default 20)")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD", help="LLM spend limit")
     p.add_argument("--approval", choices=("auto", "ask"), default="auto",
                    help="ask: a new best waits for you (a / r) before it is kept")
@@ -145,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--replay", metavar="SESSION", default=None, help="replay a stored session (id, prefix or latest)")
     which.add_argument("--resume", metavar="SESSION", default=None, help="resume a stopped or interrupted session")
     which.add_argument("--sessions", action="store_true", help="list past sessions to replay or resume")
+    which.add_argument("--kernelbench", nargs="+", metavar="PATH", default=None,
+                       help="run KernelBench-form problems (files or folders) one after another, the problem table "
+                            "above the live session (the score as `autokernel kernelbench` prints it on leaving)")
     return p
 
 
@@ -159,10 +169,29 @@ def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = 
         return AutokernelApp(store, mode="replay", replay=args.replay)
     if args.sessions:
         return AutokernelApp(store, mode="sessions", config=config)
+    if args.kernelbench:
+        return _kernelbench_app(args, store)
     factory = session_factory or default_session_factory(store)
     inbox = EventInbox()
     session = factory(config, inbox)  # validates the config (model file, limits) before the screen opens
     return AutokernelApp(store, mode="live", config=config, session_factory=factory, session=session, inbox=inbox)
+
+
+def _kernelbench_app(args: argparse.Namespace, store: Store) -> AutokernelApp:
+    from autokernel.engine.devices import resolve_device
+    from autokernel.engine.kernelbench import BatchConfig, KernelBenchBatch, discover
+
+    if args.max_experiments is not None and args.max_experiments <= 0:
+        raise UserError("--max-experiments must be a positive number")
+    device = resolve_device(args.device)
+    problems, _ = discover(args.kernelbench)
+    if not problems:
+        raise UserError(f"no problem files under {' '.join(args.kernelbench)} (a problem defines Model and get_inputs())")
+    config = BatchConfig(device=device, agent=args.agent, max_experiments=args.max_experiments or 20, size=args.size,
+                         command="autokernel-tui " + " ".join(sys.argv[1:]))
+    inbox = EventInbox()
+    batch = KernelBenchBatch(problems, config, store, listeners=[inbox.push])
+    return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,7 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         error = None
     session = getattr(app, "live_session", None) if "app" in locals() else None
-    if session is not None:
+    if session is not None and app.mode == "kernelbench":
+        session.stop()
+        if session.results:  # the score so far, as `autokernel kernelbench` prints it
+            from autokernel.engine.commands.kernelbench import print_report
+
+            print_report(session.report(), sys.stdout)
+    elif session is not None:
         sid = getattr(session, "session_id", None)
         session.stop()
         if sid:

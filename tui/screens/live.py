@@ -115,11 +115,15 @@ class LiveScreen(Screen):
         """Fold what arrived since the last tick and redraw once (a burst costs one redraw)."""
         batch = self.inbox.drain()
         for e in batch:
-            self.state.apply(e)
+            self.fold(e)
         if batch or not self.redraws:
             self.query_one(Dashboard).show(self.state)
             self.redraws += 1
         self._show_status()
+
+    def fold(self, event: ev.Event) -> None:
+        """One event into the state the panels show."""
+        self.state.apply(event)
 
     def _show_status(self) -> None:
         s = self.state

@@ -1,0 +1,131 @@
+"""`autokernel-tui --kernelbench`: the problem table over the live dashboard while a batch runs.
+
+The batch is the real `KernelBenchBatch` running real `OptimizeSession`s with the loop's doubles (fake
+profiler, worker and agent, as in test_resume); only the KernelBench check is answered from the problem's
+name, since the real one is covered end to end in test_kernelbench.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.errors import UserError
+from autokernel.engine.kernelbench import BatchConfig, KernelBenchBatch, discover
+from autokernel.engine.session import OptimizeSession
+from autokernel.engine.store import Store
+from autokernel.tui.app import AutokernelApp, build_parser, make_app
+from autokernel.tui.screens.kernelbench import KernelBenchScreen
+from autokernel.tui.screens.live import EventInbox
+from autokernel.tui.screens.replay import ReplayScreen
+from autokernel.tui.widgets.problems import ProblemTable
+
+from loop_doubles import EndlessAgent, FakeWorker, fake_profiler, install_fake_specs
+from tui_support import sync, wait_for
+
+PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+
+
+class _CheckedSession(OptimizeSession):
+    """The real session; its KernelBench check answers from the problem's name (`wrong` fails it)."""
+
+    def _integrate(self, device):
+        ok = "wrong" not in Path(self.config.model_path).stem
+        self.recorder.emit(ev.IntegrationResult(
+            replaced=[{"kind": "fakesoft", "calls": 3, "modules": 0, "fallbacks": 0, "mismatches": []}],
+            correct=ok, detail=f"KernelBench check: {3 if ok else 1}/3 trials of fresh get_inputs() within "
+                               f"atol = rtol = 0.01; ModelNew: /x/model_new.py", model_ms=1.0, eager_ms=1.6,
+            compile_ms=1.2, speedup_eager=1.6, speedup_compile=1.2, meaningful=True))
+
+
+def _batch(tmp_path, monkeypatch, names, delay_s=0.0, max_experiments=4):
+    install_fake_specs(monkeypatch, tmp_path, kinds=("fakesoft",))
+    paths = []
+    for name in names:
+        (tmp_path / name).write_text(PROBLEM_SRC)
+        paths.append(tmp_path / name)
+    store = Store(tmp_path / "s.db")
+
+    def factory(config, store, listeners):
+        kinds = () if "cumsum" in config.model_path else ("fakesoft",)  # nothing to target: skipped
+        return _CheckedSession(config, store, listeners, agent=EndlessAgent(), worker=FakeWorker(delay_s=delay_s),
+                               profiler=fake_profiler(kinds))
+
+    inbox = EventInbox()
+    batch = KernelBenchBatch(discover(paths)[0], BatchConfig(device="cpu", max_experiments=max_experiments), store,
+                             listeners=[inbox.push], session_factory=factory)
+    return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox), batch, store
+
+
+def _cells(table: ProblemTable) -> list[list[str]]:
+    return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+
+@sync
+async def test_the_table_follows_the_batch_and_a_finished_problem_replays(tmp_path, monkeypatch):
+    app, batch, store = _batch(tmp_path, monkeypatch, ["1_good.py", "2_wrong.py", "3_cumsum.py", "4_good.py"])
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, KernelBenchScreen)
+        table = screen.query_one(ProblemTable)
+        await wait_for(pilot, lambda: not screen.engine_running, timeout=60)
+        await pilot.pause(0.2)  # one more tick draws the end
+        rows = _cells(table)
+        assert [r[1:5] for r in rows] == [["1_good", "correct", "1.60×", "1.20×"],
+                                          ["2_wrong", "incorrect", "1.60×", "1.20×"],
+                                          ["3_cumsum", "skipped", "—", "—"],
+                                          ["4_good", "correct", "1.60×", "1.20×"]]
+        assert "nothing the playbook agent can target" in rows[2][6] and rows[0][5] == "fakesoft"
+        assert "4 of 4 done" in str(table.border_title)
+        subtitle = str(table.border_subtitle)  # fast_p over the four: 2 correct, both 1.6x eager, 1.2x compile
+        assert "fast_p over 4" in subtitle and "vs eager 0:0.50 1.0:0.50 1.5:0.50 2.0:0.00" in subtitle
+        assert "vs compile 0:0.50 1.0:0.50 1.5:0.00" in subtitle
+        # the dashboard shows the problem run last, from its own session's events only
+        assert screen.state.model.endswith("4_good.py") and screen.state.experiments == 4
+        assert screen.state.n_events == len(store.events(batch.results[3].session_id))
+        # Enter on a finished problem replays its session; q comes back to the batch
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ReplayScreen) and app.sub_title == f"replay {batch.results[1].session_id}"
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.screen is screen
+    assert store.session(batch.batch_id)["summary"]["fast_p"]["eager"]["1.0"] == 0.5
+
+
+@sync
+async def test_keys_reach_the_problem_under_way_and_quitting_stops_it(tmp_path, monkeypatch):
+    app, batch, store = _batch(tmp_path, monkeypatch, ["1_a.py", "2_b.py", "3_c.py"], delay_s=0.05,
+                               max_experiments=40)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = app.screen
+        table = screen.query_one(ProblemTable)
+        await wait_for(pilot, lambda: screen.state.model.endswith("2_b.py") and screen.state.experiments >= 2
+                       and [r[2] for r in _cells(table)] == ["correct", "running", "waiting"], timeout=60)
+        await pilot.press("p")  # pause reaches the second problem's session
+        await wait_for(pilot, lambda: screen.state.status == "paused")
+        n = screen.state.experiments
+        await pilot.pause(0.5)
+        assert screen.state.experiments <= n + 1
+        await pilot.press("q", "y")
+        await wait_for(pilot, lambda: not screen.engine_running, timeout=30)
+    assert [r.status for r in batch.results] == ["correct", "stopped"]  # the third problem never started
+    second = store.session(batch.results[1].session_id)
+    assert second["status"] == "stopped"  # resumable with autokernel optimize --resume
+    assert [e.action for _, e in store.events(second["id"], types=["control"])][:2] == ["pause", "stop"]
+    assert store.session(batch.batch_id)["status"] == "stopped"
+
+
+def test_bad_kernelbench_paths_fail_before_any_screen(tmp_path):
+    args = build_parser().parse_args(["--kernelbench", str(tmp_path / "nope"), "--db", str(tmp_path / "s.db")])
+    with pytest.raises(UserError, match="no such file or folder"):
+        make_app(args)
+    (tmp_path / "empty").mkdir()
+    args = build_parser().parse_args(["--kernelbench", str(tmp_path / "empty"), "--db", str(tmp_path / "s.db"),
+                                      "--device", "cpu"])
+    with pytest.raises(UserError, match="no problem files"):
+        make_app(args)
