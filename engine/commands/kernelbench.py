@@ -3,8 +3,9 @@
 Each problem is profiled, optimized by the loop (one session each, `autokernel sessions`), turned into
 a standalone `ModelNew` with the kept kernels, checked the KernelBench way (fresh `get_inputs()` on
 several trials, atol = rtol = 1e-2) and timed against `Model` in eager mode and under torch.compile.
-Prints a table per problem and fast_p (or one JSON document with --json). Ctrl-C stops the current
-problem cleanly (its session can be resumed), prints what finished, and exits 130.
+Prints a table per problem and fast_p (or one JSON document with --json): the fraction of all problems,
+skipped ones included, that are correct and more than p times faster. Ctrl-C stops the current problem
+cleanly (its session can be resumed), prints what finished, and exits 130.
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped ones included), the
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = ("fast_p, per baseline (eager, torch.compile) and p in 0, 1.0, 1.5, 2.0: the fraction of ALL problems of "
+                "the batch, skipped and failed ones included (as KernelBench counts), that are correct and more than p "
+                "times faster; fast_0 is the fraction correct. A problem is correct when its ModelNew matches Model on "
+                "fresh get_inputs() in every trial (atol = rtol = 1e-2). On the CPU timings are computed but marked not "
+                "meaningful, and torch.compile is not timed.")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="problem files (Model, get_inputs(), get_init_inputs()) or folders of them, searched "
                         "recursively (a KernelBench checkout's level folders); other .py files are ignored")
     p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
-                   help="the offline playbook agent (default; problems without a known kernel type are skipped) "
-                        "or a litellm model string")
+                   help="the offline playbook agent (default) or a litellm model string; either writes kernels of "
+                        "autokernel's kernel types, so a problem with none of them is reported skipped")
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
     p.add_argument("--max-experiments-per-problem", type=int, default=20, metavar="N",
