@@ -182,7 +182,7 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     base.model_ms, base.eager_ms, base.compile_ms = integ.model_ms, integ.eager_ms, integ.compile_ms
     base.meaningful = integ.meaningful
     base.kernels = [r["kind"] for r in integ.replaced if r.get("calls")]
-    m = re.search(r"ModelNew: (\S+\.py)", integ.detail)
+    m = re.search(r"ModelNew: (.+?\.py)(?:;|$)", integ.detail)  # the check names the file it ran
     base.model_new = m.group(1) if m else None
     if integ.correct and not base.kernels:
         base.reason = "no kept kernel was used: ModelNew is the original Model"
