@@ -195,6 +195,40 @@ def _is_op(evt: Any) -> bool:
     return "::" in evt.name and not evt.name.startswith(RANGE_PREFIX)
 
 
+# torch's Python tracer (with_stack) keeps raw pointers to the names of code objects; one freed
+# during the profiled forwards leaves garbage that `prof.events()` fails to decode (seen about once
+# in ten runs on CPU, torch 2.13). A fresh profile almost always parses; the last try goes without
+# Python stacks (plain functions are then found by operator only).
+STACK_TRIES = 2
+
+
+def _profiled_events(model, inputs, ranges: ModuleRanges, device: str, iters: int, with_stack: bool,
+                     say: Callable[[str], None]) -> tuple[Any, list]:
+    """Profile `iters` forwards; (profiler, parsed events with argument dtypes)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    tries = [True] * STACK_TRIES + [False] if with_stack else [False]
+    for n, stack in enumerate(tries, 1):
+        with profile(activities=activities, record_shapes=True, with_stack=stack) as prof:
+            ranges.enabled = True
+            try:
+                for _ in range(iters):
+                    model(*inputs)
+                _sync(device)
+            finally:
+                ranges.enabled = False
+        try:
+            events = prof.events()  # parsed before any export: exporting first leaves torch's results unreadable
+        except UnicodeDecodeError:
+            if n == len(tries):
+                raise
+            say("the profiler's trace was unreadable (a torch bug with Python stacks): profiling again"
+                + ("" if tries[n] else " without Python stacks"))
+            continue
+        _fill_input_dtypes(prof, events)
+        return prof, events
+    raise AssertionError("unreachable")
+
+
 def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
                   on_progress: Callable[[str], None] | None = None,
                   ceilings: Ceilings | None = None, with_stack: bool = True,
@@ -227,21 +261,13 @@ def profile_model(loaded: LoadedModel, warmup: int = 3, iters: int = 5,
                 times.append((time.perf_counter() - t0) * 1e3)
             wall_ms = statistics.median(times)
             say(f"profiling {iters} forwards")
-            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-            with profile(activities=activities, record_shapes=True, with_stack=with_stack) as prof:
-                ranges.enabled = True
-                for _ in range(iters):
-                    model(*inputs)
-                _sync(device)
-                ranges.enabled = False
+            prof, events = _profiled_events(model, inputs, ranges, device, iters, with_stack, say)
     except torch.cuda.OutOfMemoryError as e:
         from .errors import UserError
 
         raise UserError("profiling ran out of GPU memory: try --size small or --dtype bf16") from e
     finally:
         ranges.close()
-    events = prof.events()  # parsed before any export: exporting first leaves torch's results unreadable
-    _fill_input_dtypes(prof, events)
     if trace_path:
         say(f"writing the trace to {trace_path}")
         prof.export_chrome_trace(str(trace_path))

@@ -322,3 +322,26 @@ def test_rows_keep_shapes_where_torch_leaves_input_dtypes_out(tmp_path, monkeypa
     got = seen(_profile(tmp_path, TINY_LLAMA_PIECE).rows)
     assert got == expected
     assert got[("matmul", "aten::linear")][2] > 0 and got[("rmsnorm", "RMSNorm")][1] == "fp32"
+
+
+@pytest.mark.parametrize("bad_parses", [1, 2])
+def test_an_unreadable_trace_is_profiled_again(tmp_path, monkeypatch, bad_parses):
+    """torch's Python tracer can leave names it cannot decode (a freed code object): the profile is
+    taken again, without Python stacks after two bad tries, and the rows come out as usual."""
+    original = torch.profiler.profile.events
+    stacks = []
+
+    def events(self):
+        stacks.append(self.with_stack)
+        if len(stacks) <= bad_parses:
+            raise UnicodeDecodeError("utf-8", b"\xa0", 0, 1, "invalid start byte")
+        return original(self)
+
+    monkeypatch.setattr(torch.profiler.profile, "events", events)
+    notes = []
+    path = tmp_path / "m.py"
+    path.write_text(TINY_LLAMA_PIECE)
+    result = profile_model(load_model(path, "cpu"), warmup=0, iters=1, ceilings=CEIL, on_progress=notes.append)
+    assert stacks == [True, True, False][: bad_parses + 1]
+    assert any("profiling again" in n for n in notes)
+    assert {r.name for r in result.rows} >= {"RMSNorm", "aten::linear"}
