@@ -81,6 +81,9 @@ class BenchRecord:
     eager_achieved: float = 0.0
     compile_achieved: float | None = None
     note: str = ""  # e.g. why torch.compile has no time, or that the wall clock overruled the events
+    # what "eager" and "torch.compile" ran: the spec's idiomatic PyTorch in the inputs' dtype
+    # ("idiomatic"), or its fp32 reference where that is how users write the op ("reference")
+    baseline: str = "reference"
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

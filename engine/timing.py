@@ -247,4 +247,5 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         eager_achieved=_achieved(spec, shape, dtype, eager_ms),
         compile_achieved=_achieved(spec, shape, dtype, compile_ms) if compile_ms else None,
         note="; ".join(n for n in (note, why) if n),
+        baseline="idiomatic" if spec.baseline is not None else "reference",
     )

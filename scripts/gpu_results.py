@@ -1,0 +1,180 @@
+"""Turn what `scripts/gpu_suite.sh` wrote on a GPU into the results pages under docs/results/.
+
+    python scripts/gpu_results.py RESULTS_DIR [RESULTS_DIR ...] -o docs/results/h100
+
+Several folders (one per suite run) are merged in order: a later run's file replaces an earlier
+one's of the same name, and `check.txt` verdicts of a later run replace the earlier verdict of the
+same starter. Each run's raw files are copied to raw/<its folder name>/, so every number can be
+traced back to the run that measured it.
+Nothing here measures anything: the pages only format what the suite recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from autokernel.kernels import get_spec
+
+RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
+       "pytest_gpu.txt", "kernelbench.json")
+
+
+def _shape(shape: dict) -> str:
+    text = "×".join(str(v) for v in shape.values() if not isinstance(v, bool))
+    return text + (" causal" if shape.get("causal") else "")
+
+
+def merged(folders: list[Path]) -> tuple[dict[str, Path], dict[str, str], list[str]]:
+    """(latest file per name, starter verdict lines by 'kernel backend', which folder gave what)."""
+    files: dict[str, Path] = {}
+    verdicts: dict[str, str] = {}
+    provenance = []
+    for folder in folders:
+        for name in RAW:
+            if (folder / name).exists():
+                files[name] = folder / name
+                provenance.append(f"{name}: raw/{folder.name}/{name}")
+        if (folder / "check.txt").exists():
+            for line in (folder / "check.txt").read_text().splitlines():
+                parts = line.split()
+                if len(parts) >= 3 and parts[0] == "check":
+                    verdicts[f"{parts[1]} {parts[2]}"] = f"{folder.name} {line}"
+    return files, verdicts, provenance
+
+
+def bench_page(bench: dict, versions: str) -> str:
+    """The bench table. A record without `baseline` predates the idiomatic eager baselines: its eager
+    and compile columns were timed against the fp32 reference, so they are shown only for kernels
+    whose reference is the idiomatic form anyway."""
+    ceil = bench["ceilings"]
+    out = [
+        "# Kernel library on the H100: every starter against eager PyTorch and torch.compile", "",
+        "```", versions.strip(), "```", "",
+        f"Measured ceilings (same run): copy {ceil['bandwidth_gbs']:.0f} GB/s (read + write), "
+        f"bf16 matmul {ceil['matmul_tflops']['bf16']:.0f} TFLOP/s (torch.mm 8192³). dtype bf16, "
+        "median of `triton.testing.do_bench` (L2 flushed, rotated random inputs).", "",
+        "| kernel | backend | shape | ms | achieved | % of ceiling | eager ms | compile ms | × eager | × compile |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    stale = False
+    for r in bench["results"]:
+        spec = get_spec(r["kernel"])
+        comparable = "baseline" in r or spec.baseline is None
+        stale |= not comparable
+        achieved = f"{r['achieved']:,.0f} {r['metric']}"
+        if comparable:
+            eager = f"{r['eager_ms']:.4f}"
+            comp = "—" if r["compile_ms"] is None else f"{r['compile_ms']:.4f}"
+            xe = f"{r['speedup_eager']:.2f}"
+            xc = "—" if r["speedup_compile"] is None else f"{r['speedup_compile']:.2f}"
+        else:
+            eager = comp = xe = xc = "†"
+        out.append(f"| {r['kernel']} | {r['backend']} | {_shape(r['shape'])} | {r['kernel_ms']:.4f} | {achieved} | "
+                   f"{100 * r['fraction_of_ceiling']:.0f}% | {eager} | {comp} | {xe} | {xc} |")
+    if stale:
+        out += ["", "† Not shown: this run timed eager and torch.compile on the fp32 reference (the correctness "
+                "judge, e.g. an fp32 matmul for bf16 inputs), not on idiomatic PyTorch in bf16, which made "
+                "those speedups 5–15× too large. The kernel's own time, throughput and fraction of the ceiling "
+                "are unaffected. rmsnorm (Llama's fp32 form) and cross_entropy (fp32 logits, as HF computes "
+                "the loss) have the idiomatic form as their reference, so their columns stand."]
+    if bench.get("failed"):
+        out += ["", "## Starters that failed the harness in this run (not timed)", ""]
+        out += [f"- {f['kernel']} ({f['backend']}): {f['reason']}" for f in bench["failed"]]
+    return "\n".join(out) + "\n"
+
+
+def checks_page(verdicts: dict[str, str], versions: str) -> str:
+    out = ["# The 18 starters through the five stages on the H100", "", "```", versions.strip(), "```", "",
+           "`autokernel check --kernel K --backend B --device cuda --json`, six at a time "
+           "(`scripts/gpu_suite.sh check`). Each verdict is the latest run's for that starter; the raw "
+           "lines of every run are under raw/.", "", "| kernel | backend | verdict | run |", "|---|---|---|---|"]
+    for key in sorted(verdicts):
+        kernel, backend = key.split()
+        run, line = verdicts[key].split(" ", 1)
+        verdict = "PASS" if " PASS" in line else line.split(" rc=", 1)[-1].split(" ", 1)[-1]
+        out.append(f"| {kernel} | {backend} | {verdict} | {run} |")
+    return "\n".join(out) + "\n"
+
+
+def profile_page(profile: dict, table: str, versions: str) -> str:
+    rows = profile["rows"]
+    out = ["# Where the bundled Llama (large) spends its time on the H100", "", "```", versions.strip(), "```", "",
+           "`autokernel profile --device cuda --size large` (the bundled Llama example): "
+           f"{profile['total_ms']:.2f} ms per forward ({profile['attributed_ms']:.2f} ms attributed to rows). "
+           "Ranked by S, the whole model's speedup if that row reached its floor (Amdahl); s is the row's "
+           "own speedup at its floor (floor: bytes over the measured copy bandwidth or FLOPs over the "
+           "measured matmul rate, whichever is larger).", "",
+           "| # | kind | name | calls | self ms | share | floor ms | s | S |", "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for i, r in enumerate(rows, 1):
+        s = "∞" if r["kernel_speedup"] is None else f"{r['kernel_speedup']:.2f}"
+        out.append(f"| {i} | {r['kind']} | {r['name']} | {r['calls']:g} | {r['self_ms']:.3f} | {100 * r['share']:.1f}% | "
+                   f"{r['floor_ms']:.4g} | {s} | {r['max_speedup']:.3f} |")
+    out += ["", "As the command prints it:", "", "```", table.rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def optimize_page(opt: dict, log: str) -> str:
+    out = ["# One optimize session on the bundled Llama (large) on the H100", "",
+           f"Session `{opt['session_id']}`: {opt['experiments']} experiments, {opt['ideas']} ideas.", "",
+           "| target | shape | dtype | status | experiments | best | best ms | × eager | × compile | % ceiling |",
+           "|---|---|---|---|---:|---|---:|---:|---:|---:|"]
+    for t in opt["targets"]:
+        xc = "—" if t.get("speedup_compile") is None else f"{t['speedup_compile']:.2f}"
+        out.append(f"| {t['target']} | {_shape(t['shape'])} | {t['dtype']} | {t['status']} | {t['experiments']} | "
+                   f"{t['best_label']} | {t['best_ms']:.4f} | {t['speedup_eager']:.2f} | {xc} | "
+                   f"{100 * t['fraction_of_ceiling']:.0f}% |")
+    integ = opt.get("integration")
+    if integ:
+        out += ["", "Integration (the kept kernels swapped into the model, outputs compared, forward timed):", "",
+                f"- correct: {integ['correct']} ({integ['detail']}; max abs error {integ['max_abs_error']:.4g})",
+                f"- forward: {integ['model_ms']:.3f} ms with the kernels, eager {integ['eager_ms']:.3f} ms, "
+                f"torch.compile {integ['compile_ms']:.3f} ms: {integ['speedup_eager']:.2f}× eager, "
+                f"{integ['speedup_compile']:.2f}× torch.compile"]
+    out += ["", "The experiments, as the headless run printed them:", "", "```",
+            *[ln for ln in log.splitlines() if ln.startswith(("#", "==", "integration", "   "))], "```"]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("folders", nargs="+", type=Path, help="result folders of scripts/gpu_suite.sh, oldest first")
+    p.add_argument("-o", "--out", type=Path, required=True, help="folder for the pages (e.g. docs/results/h100)")
+    args = p.parse_args(argv)
+    files, verdicts, provenance = merged(args.folders)
+    if not files:
+        print("gpu_results: no suite results in " + ", ".join(map(str, args.folders)), file=sys.stderr)
+        return 2
+    raw = args.out / "raw"
+    for folder in args.folders:
+        for name in RAW:
+            if (folder / name).exists():
+                (raw / folder.name).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / name, raw / folder.name / name)
+    versions = files["versions.txt"].read_text() if "versions.txt" in files else "(versions not recorded)"
+    written = []
+    if "bench.json" in files:
+        (args.out / "bench.md").write_text(bench_page(json.loads(files["bench.json"].read_text()), versions))
+        written.append("bench.md")
+    if verdicts:
+        (args.out / "checks.md").write_text(checks_page(verdicts, versions))
+        written.append("checks.md")
+    if "profile.json" in files:
+        table = files["profile.txt"].read_text() if "profile.txt" in files else ""
+        (args.out / "profile.md").write_text(profile_page(json.loads(files["profile.json"].read_text()), table, versions))
+        written.append("profile.md")
+    if "optimize.json" in files:
+        log = files["optimize.log"].read_text() if "optimize.log" in files else ""
+        (args.out / "optimize.md").write_text(optimize_page(json.loads(files["optimize.json"].read_text()), log))
+        written.append("optimize.md")
+    (raw / "PROVENANCE.txt").write_text("the pages were made from (a later run's file replaces an earlier one's):\n"
+                                        + "\n".join(provenance) + "\n")
+    print("wrote " + ", ".join(str(args.out / w) for w in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
