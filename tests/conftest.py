@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -11,6 +13,18 @@ def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(base / "cache"))
     monkeypatch.setenv("AUTOKERNEL_DB", str(base / "sessions.db"))
     monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Code a test imports in-process may set variables for its own run (an exported package or a
+    ModelNew file sets TRITON_INTERPRET=1 on a machine without a GPU); they must not leak into later
+    tests' subprocesses (a Triton compile for sm_90 then ran the kernels in the interpreter instead)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture
