@@ -127,11 +127,12 @@ async def test_a_burst_of_events_costs_few_redraws(tmp_path):
 ENGINE_READY = all(importlib.util.find_spec(m) for m in (
     "autokernel.engine.worker", "autokernel.engine.harness", "autokernel.engine.profiling",
     "autokernel.engine.agents.playbook", "autokernel.engine.examples.llama"))
-# A real CPU session spends ~40 s per experiment under Triton's interpreter: opt in with AUTOKERNEL_TUI_REAL=1.
-REAL = ENGINE_READY and os.environ.get("AUTOKERNEL_TUI_REAL") == "1"
+# The real engine under the screen: about 45 s on a 2-core CPU under Triton's interpreter (measured
+# 2026-11-23); AUTOKERNEL_TUI_REAL=0 leaves it out.
+REAL = ENGINE_READY and os.environ.get("AUTOKERNEL_TUI_REAL", "1") != "0"
 
 
-@pytest.mark.skipif(not REAL, reason="slow (minutes): set AUTOKERNEL_TUI_REAL=1 to run the real engine under the TUI")
+@pytest.mark.skipif(not REAL, reason="AUTOKERNEL_TUI_REAL=0: the real engine under the TUI is left out")
 @sync
 async def test_real_cpu_session_under_the_live_screen(tmp_path):
     """The real OptimizeSession on the small Llama example (CPU, Triton's interpreter), approval ask:
