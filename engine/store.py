@@ -76,8 +76,11 @@ class Store:
     # -- schema -----------------------------------------------------------------------------
     def _migrate(self) -> None:
         with self._lock, self.db.conn:
-            if "meta" not in self.db.table_names():
-                self.db["meta"].create({"key": str, "value": str}, pk="key")
+            # One process creates or upgrades the schema at a time: the others wait (busy timeout) and
+            # then see its tables. Without it, two processes opening a new database together (an
+            # engine and a TUI or a test polling it) both tried to create it, and one got "locked".
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db["meta"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
             row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:

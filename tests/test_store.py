@@ -113,3 +113,23 @@ def test_killed_writer_leaves_a_readable_interrupted_session(db_path):
     s.reopen_session(sid)
     seq = s.append(sid, SessionDone(status="completed"))
     assert seq == len(seqs) + 1
+
+
+def test_processes_opening_a_new_database_together_all_get_it(tmp_path):
+    """An engine and a screen (or a test polling the engine) may open a fresh database at once: each
+    must find the schema made once, none may fail with 'database is locked' or 'table exists'."""
+    db = tmp_path / "new.db"
+    opener = textwrap.dedent(f"""
+        import time, sys
+        from autokernel.engine.events import SessionStarted
+        from autokernel.engine.store import Store
+        while time.time() < {time.time() + 2.0}:
+            pass
+        store = Store({str(db)!r})
+        store.create_session(SessionStarted(kind="profile", model="m", device="cpu"))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", opener], stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, "\n".join(e[-800:] for e in errors if e)
+    store = Store(db)
+    assert len(store.sessions()) == 6
