@@ -191,6 +191,7 @@ def _cuda_foreign_kernels(fn: Callable[[], Any]) -> int:
         fn()
         torch.cuda.synchronize()
     events = prof.events()
+
     def compute(name: str) -> bool:
         return not name.lower().startswith(("memcpy", "memset"))
 

@@ -170,7 +170,7 @@ def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: t
     return event_ms, "", out, args
 
 
-def compiled_reference(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
+def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
     """torch.compile(the spec's eager baseline), compiled once per shape and dtype; (None, why) when it can't be."""
     key = (spec.name, tuple(sorted(shape.items())), dtype)
     if key in _COMPILED:
@@ -230,7 +230,7 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
     with_compile = (device == "cuda") if with_compile is None else with_compile
     compile_ms, why = None, ""
     if with_compile:
-        fn, why, _ = compiled_reference(spec, shape, dtype, sets[0])
+        fn, why, _ = compiled_baseline(spec, shape, dtype, sets[0])
         if fn is not None:
             compile_ms, _, _, _ = time_ms(fn, sets, device, spec.data_args)
     else:
