@@ -130,6 +130,19 @@ class LogLine:
     text: str
 
 
+
+def _replaced_text(replaced: list) -> str:
+    """'rmsnorm in 9 modules (27 calls), softmax ...' from IntegrationResult.replaced."""
+    parts = []
+    for r in replaced:
+        if not isinstance(r, dict):
+            parts.append(str(r))
+            continue
+        where = f" in {r['modules']} module{'s' if r['modules'] != 1 else ''}" if r.get("modules") else ""
+        parts.append(f"{r.get('kind', '?')}{where} ({r.get('calls', 0)} calls"
+                     + (f", {r['fallbacks']} fell back" if r.get("fallbacks") else "") + ")")
+    return ", ".join(parts) or "nothing"
+
 def describe(e: ev.Event) -> tuple[str, str] | None:
     """One line for the event log (level, text); None for events that only change panels."""
     if isinstance(e, ev.SessionStarted):
@@ -171,7 +184,7 @@ def describe(e: ev.Event) -> tuple[str, str] | None:
         if not e.correct:
             return "error", f"integration failed: {e.detail or 'outputs differ'} (max abs error {e.max_abs_error:.3g})"
         note = "" if e.meaningful else " (CPU: not meaningful)"
-        return "success", (f"integrated {', '.join(map(str, e.replaced)) or 'nothing'}: model {e.model_ms:.4g} ms, "
+        return "success", (f"integrated {_replaced_text(e.replaced)}: model {e.model_ms:.4g} ms, "
                            f"{e.speedup_eager:.2f}x vs eager{note}")
     if isinstance(e, ev.Log):
         return e.level, e.message

@@ -114,3 +114,13 @@ def test_replay_of_a_stored_session_is_fast(tmp_path):
     for pos in range(len(tl) - 1, 0, -len(tl) // 50):
         tl.state_at(pos)
     assert (time.perf_counter() - t0) / 50 < 0.05
+
+
+def test_the_integration_line_reads_as_words():
+    from autokernel.engine.session_state import describe
+
+    e = ev.IntegrationResult(replaced=[{"kind": "rmsnorm", "modules": 9, "calls": 27, "fallbacks": 0, "mismatches": [],
+                                        "candidate_id": "rmsnorm-0001"}], correct=True, model_ms=31.8, eager_ms=32.8,
+                             speedup_eager=1.03, meaningful=True)
+    level, text = describe(e)
+    assert level == "success" and text == "integrated rmsnorm in 9 modules (27 calls): model 31.8 ms, 1.03x vs eager"
