@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from autokernel.kernels.spec import INPUT_MODES, KernelSpec, noncontiguous_like
+from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -59,8 +59,9 @@ class CandidateError(Exception):
     """The candidate could not even be loaded (syntax error, import error, no kernel_fn)."""
 
 
-def load_candidate(path: str | Path, module_name: str) -> Callable[..., Any]:
-    """Import a candidate file under a unique module name and return its `kernel_fn`."""
+def load_candidate(path: str | Path, module_name: str, entry: str = "kernel_fn") -> Callable[..., Any]:
+    """Import a candidate file under a unique module name and return its `entry` (`kernel_fn`, or a
+    whole-problem candidate's `ModelNew` class)."""
     path = Path(path)
     try:
         source = path.read_text()
@@ -77,10 +78,22 @@ def load_candidate(path: str | Path, module_name: str) -> Callable[..., Any]:
         spec.loader.exec_module(module)
     except Exception as e:  # the candidate's own import-time failure
         raise CandidateError(f"{path.name}: importing raised {type(e).__name__}: {_first_line(e)}") from None
-    fn = getattr(module, "kernel_fn", None)
+    fn = getattr(module, entry, None)
     if not callable(fn):
-        raise CandidateError(f"{path.name} defines no kernel_fn")
+        raise CandidateError(f"{path.name} defines no {entry}")
     return fn
+
+
+def bind_candidate(spec: KernelSpec, loaded: Callable[..., Any]) -> Callable[..., Any]:
+    """What the stages call: `loaded` itself, or what the spec builds from it (a ModelNew instance).
+    Building runs here, before any call is watched: creating parameters with torch ops in `__init__`
+    is not computing the result."""
+    if spec.bind is None:
+        return loaded
+    try:
+        return spec.bind(loaded)
+    except Exception as e:
+        raise CandidateError(f"building {spec.entry} raised {type(e).__name__}: {_first_line(e)}") from None
 
 
 def _first_line(e: BaseException) -> str:
@@ -364,7 +377,7 @@ def expected_dtype(ctx: CheckContext, dtype: torch.dtype) -> torch.dtype:
 def compare(ctx: CheckContext, out: Any, ref: torch.Tensor, dtype: torch.dtype, mode: str, where: str) -> None:
     """Shape, dtype, non-finite values and tolerance, in float64."""
     if not isinstance(out, torch.Tensor):
-        raise TrialFailure(f"{where}: kernel_fn returned {type(out).__name__}, not a tensor")
+        raise TrialFailure(f"{where}: {ctx.spec.entry} returned {type(out).__name__}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         raise TrialFailure(f"{where}: output shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
     want = expected_dtype(ctx, dtype)
@@ -412,7 +425,7 @@ def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "norma
     out = call_watched(ctx, args)
     for i, (a, b) in enumerate(zip(args, before)):
         if b is not None and not torch.equal(a, b):
-            raise TrialFailure(f"{where}: kernel_fn modified its input argument {i}")
+            raise TrialFailure(f"{where}: {ctx.spec.entry} modified its input argument {i}")
     compare(ctx, out, ref, dtype, mode, where)
 
 
@@ -520,7 +533,7 @@ def _stability_shapes(ctx: CheckContext) -> list[dict]:
 
 def stage_stability(ctx: CheckContext) -> str:
     shapes = _stability_shapes(ctx)
-    modes = [m for m in INPUT_MODES if m != "normal"]
+    modes = list(ctx.spec.stability_modes)
     for n, shape in enumerate(shapes):
         # Under the interpreter the half types are emulated and slow: the second (odd) shape runs in
         # the first dtype only there; every dtype still meets every regime on the first shape.
@@ -557,10 +570,13 @@ def stage_determinism(ctx: CheckContext) -> str:
 
 def stage_edge_cases(ctx: CheckContext) -> str:
     shapes = [s for s in ctx.spec.edge_shapes if ctx.fits(s)]
+    if not ctx.spec.edge_shapes and not ctx.spec.noncontiguous_views:
+        return f"skipped: {ctx.spec.name} has no edge shapes or non-contiguous views (its inputs are fixed)"
     for shape in shapes:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype)
     views = [ctx.spec.smoke_shape] + [s for s in shapes if s != ctx.spec.smoke_shape][-1:]
+    views = views if ctx.spec.noncontiguous_views else []
     for shape in views:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype, noncontig=True)

@@ -171,13 +171,16 @@ class Worker:
                     raise WorkerDied(CRASH, "the worker could not be reached (it died between requests)") from None
 
     def check(self, path: str, kernel: str, backend: str = "triton", on_stage: StageCallback | None = None,
-              extra_shapes: list[dict] | None = None) -> CheckReport:
-        """The five stages on one candidate file, with live progress through `on_stage`."""
+              extra_shapes: list[dict] | None = None, problem: str | None = None,
+              size: str | None = None) -> CheckReport:
+        """The five stages on one candidate file, with live progress through `on_stage`. With `problem`
+        (a problem file) the candidate is a whole-problem ModelNew (`engine/problem_spec.py`), the
+        problem built at `size`."""
         report = CheckReport(kernel=kernel, backend=backend, device=self.device, candidate=str(path))
         notify = on_stage or (lambda *a: None)
         try:
             self._send(("check", {"path": str(path), "kernel": kernel, "backend": backend,
-                                  "extra_shapes": extra_shapes or [],
+                                  "extra_shapes": extra_shapes or [], "problem": problem, "size": size,
                                   "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
         except WorkerDied as e:
             report.error = e.reason
@@ -233,11 +236,13 @@ class Worker:
         return report
 
     def bench(self, path: str, kernel: str, shapes: list[dict], dtype: str, backend: str = "triton",
-              with_compile: bool | None = None) -> list[BenchRecord]:
-        """Time a candidate that passed, against eager and torch.compile, at each shape."""
+              with_compile: bool | None = None, problem: str | None = None,
+              size: str | None = None) -> list[BenchRecord]:
+        """Time a candidate that passed, against eager and torch.compile, at each shape (`problem`: a
+        whole-problem ModelNew against the problem's Model)."""
         try:
             self._send(("bench", {"path": str(path), "kernel": kernel, "backend": backend, "shapes": shapes,
-                                  "dtype": dtype, "with_compile": with_compile,
+                                  "dtype": dtype, "with_compile": with_compile, "problem": problem, "size": size,
                                   "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
         except WorkerDied as e:
             raise RuntimeError(e.reason) from None
@@ -314,10 +319,19 @@ class _Duplex:
 
 # -- the worker side ---------------------------------------------------------------------------
 
+def _spec_for(req: dict, device: str) -> Any:
+    """The kernel type's spec, or a whole problem's (`req["problem"]`, built once per worker)."""
+    if req.get("problem"):
+        from .problem_spec import problem_spec
+
+        return problem_spec(req["problem"], device, req.get("size"))
+    from autokernel.kernels import get_spec
+
+    return get_spec(req["kernel"])
+
+
 def _serve(conn: _Duplex, device: str) -> None:
     from dataclasses import asdict
-
-    from autokernel.kernels import get_spec
 
     from . import harness, timing
 
@@ -335,10 +349,16 @@ def _serve(conn: _Duplex, device: str) -> None:
         if kind == "exit":
             return
         try:
-            spec = get_spec(req["kernel"])
+            try:
+                spec = _spec_for(req, device)
+            except Exception as e:  # the problem itself does not load or has no single-tensor output
+                conn.send(("load_error", f"the problem: {type(e).__name__}: {harness._first_line(e)}"))
+                conn.send(("result", f"the problem: {type(e).__name__}: {harness._first_line(e)}"))
+                traceback.print_exc()
+                continue
             with harness.torch_untouched() as changed:
                 try:
-                    fn = harness.load_candidate(req["path"], req["module"])
+                    fn = harness.bind_candidate(spec, harness.load_candidate(req["path"], req["module"], spec.entry))
                 except harness.CandidateError as e:
                     conn.send(("load_error", str(e)))
                     conn.send(("result", str(e)))

@@ -107,6 +107,15 @@ class KernelSpec:
     # correctness, which is slower than idiomatic eager (an fp32 matmul for bf16 inputs) and would
     # inflate every speedup. None: the reference is already how users write it.
     baseline: Callable[..., torch.Tensor] | None = None
+    # What a candidate file defines, and how the harness turns it into the callable it checks and times:
+    # `kernel_fn` itself for a kernel type; a whole-problem spec (engine/problem_spec.py) reads the
+    # class `ModelNew` and builds it as the reference Model was built.
+    entry: str = "kernel_fn"
+    bind: Callable[[Any], Callable[..., Any]] | None = None
+    # Regimes of the stability stage, and whether the edge stage also feeds non-contiguous views
+    # (a whole problem gets only its own get_inputs(), which are contiguous).
+    stability_modes: tuple[str, ...] = tuple(m for m in INPUT_MODES if m != "normal")
+    noncontiguous_views: bool = True
 
     @property
     def eager(self) -> Callable[..., torch.Tensor]:

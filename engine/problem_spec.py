@@ -1,0 +1,164 @@
+"""A whole KernelBench problem as one target: the LLM agent writes all of `ModelNew`, not one kernel.
+
+A problem with no operation of a known kernel type (a cumsum, a conv) can still be solved by a
+complete replacement of its forward. This module makes such a problem look like a kernel type, so
+the search, the worker, the five stages and the timer run it unchanged:
+
+- Engine side, `problem_brief(path)`: what the prompt and the search need (the problem's source, what
+  to write). It never imports the problem.
+- Worker side, `problem_spec(path, device, size)`: a `KernelSpec` whose reference is the problem's
+  `Model` (float64 copy to judge, the Model as written to time against), whose inputs are fresh
+  `get_inputs()` draws, and whose candidate entry is the class `ModelNew`, built per check.
+
+Parameters: `Model` and `ModelNew` are each constructed right after `torch.manual_seed(SEED)`, as
+KernelBench's own evaluation does; no state_dict is copied across. A ModelNew that creates the same
+modules in the same order gets the same weights, and one that passes here passes KernelBench's eval.
+
+Shapes: a problem has one shape, the one get_inputs() gives. The spec's "shapes" are draws
+(`{"draw": n}`), so the stages mean: smoke (one draw), shape_sweep (more draws, and the same tensors
+refilled), stability (floating inputs scaled by 1e3 and 1e-3), determinism, and an edge stage that is
+skipped with its reason (no edge shapes, no non-contiguous views: KernelBench's inputs are contiguous).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+PROBLEM_TARGET = "problem"  # the target's name, and the prefix of its candidates' ids
+ENTRY = "ModelNew"
+MODEL_SEED = "Model"  # the first round's parent: the problem's own Model (no candidate yet, nothing stored)
+SIGNATURE = "class ModelNew(torch.nn.Module): ModelNew(*get_init_inputs()), forward(*get_inputs())"
+SCALES = {"large": 1e3, "tiny": 1e-3}  # milder than a kernel's: a whole model multiplies its inputs through
+NOTES = (
+    "Write one complete Python file that defines `class ModelNew(torch.nn.Module)` replacing the problem's "
+    "Model: the same constructor arguments (get_init_inputs()) and the same forward inputs (get_inputs()), "
+    "returning what Model.forward returns (same shape and dtype, within atol = rtol = 1e-2). Model and ModelNew "
+    "are each built right after torch.manual_seed(42) (KernelBench's rule): create the same parameters and "
+    "submodules in the same order so the weights agree. `__init__` may create parameters with torch ops; "
+    "`forward` must launch your own kernel(s) and may only allocate, view and copy with torch (no torch math, "
+    "no calls to the problem's PyTorch ops, no torch.compile, no .item()), and must not change its inputs. "
+    "Do not import the problem file: the harness gives ModelNew the problem's inputs."
+)
+
+
+@dataclass(frozen=True)
+class ProblemBrief:
+    """The engine's view of a whole-problem target (read by the prompt and the search, like a spec)."""
+
+    path: str
+    source: str
+    name: str = PROBLEM_TARGET
+    signature: str = SIGNATURE
+    summary: str = "the problem's whole forward: Model(*get_init_inputs())(*get_inputs())"
+    notes: str = NOTES
+    entry: str = ENTRY
+    starters: dict = field(default_factory=dict)  # none: the first round starts from the problem's Model
+    forbidden_ops: frozenset = frozenset()
+    reference: Callable[..., Any] | None = None
+
+
+def problem_brief(path: str | Path) -> ProblemBrief:
+    path = Path(path).resolve()
+    return ProblemBrief(path=str(path), source=path.read_text(errors="replace"))
+
+
+def build_seeded(cls: Any, init: list, device: str) -> Any:
+    """`cls(*init)` on `device` in eval mode, right after the fixed seed (Model and ModelNew alike)."""
+    import torch
+
+    from .model_new import SEED
+
+    torch.manual_seed(SEED)
+    with torch.device(device):
+        model = cls(*init)
+    return model.to(device).eval()
+
+
+def _no_grad(model: Any) -> Callable[..., Any]:
+    import torch
+
+    def forward(*args: Any) -> Any:
+        with torch.no_grad():
+            return model(*args)
+
+    return forward
+
+
+_SPECS: dict[tuple, Any] = {}  # per worker: the reference Model (and its compiled form) is built once
+
+
+def problem_spec(path: str | Path, device: str, size: str | None = None) -> Any:
+    """The KernelSpec of a problem file (worker side: imports the problem and builds its Model)."""
+    from .model_loading import SIZE_ENV, default_size
+
+    path = Path(path).resolve()
+    size = size or default_size(device)
+    key = (str(path), path.stat().st_mtime_ns, device, size)
+    if key not in _SPECS:
+        os.environ[SIZE_ENV] = size  # the size the session profiled
+        _SPECS[key] = _build_spec(path, device)
+    return _SPECS[key]
+
+
+def _build_spec(path: Path, device: str) -> Any:
+    import torch
+
+    from autokernel.kernels.spec import KernelSpec
+
+    from .harness import ALLOWED_OPS, _OpRecorder
+    from .model_loading import _import_file, _move
+    from .model_new import ATOL, RTOL, SEED
+
+    module = _import_file(path)
+    init = list(getattr(module, "get_init_inputs", lambda: [])())
+    model = build_seeded(module.Model, init, device)
+    wide = copy.deepcopy(model).double()  # the judge: the same weights in float64
+
+    def draw(seed: int) -> list:
+        torch.manual_seed(seed)
+        return _move(list(module.get_inputs()), device, None)
+
+    sample = draw(SEED)
+    floating = tuple(i for i, a in enumerate(sample) if isinstance(a, torch.Tensor) and a.is_floating_point())
+    dtype = sample[floating[0]].dtype if floating else torch.float32
+    with torch.no_grad(), _OpRecorder() as rec:
+        out = model(*sample)
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{path.name}: Model.forward returns {type(out).__name__}; a whole-problem target "
+                         "needs a single tensor output")
+    nbytes = sum(a.numel() * a.element_size() for a in sample if isinstance(a, torch.Tensor))
+    nbytes += out.numel() * out.element_size()
+
+    def make_inputs(shape: dict, _dtype: Any, dev: Any, gen: torch.Generator, mode: str = "normal") -> tuple:
+        """A fresh get_inputs() draw (the problem's own dtypes); floating inputs scaled in `mode`."""
+        if mode != "normal" and mode not in SCALES:
+            raise ValueError(f"a whole problem has no {mode!r} inputs")
+        args = draw(int(torch.randint(0, 2**62, (1,), generator=gen)))
+        return tuple(a.to(dev) * SCALES[mode] if i in floating and mode != "normal"
+                     else (a.to(dev) if isinstance(a, torch.Tensor) else a) for i, a in enumerate(args))
+
+    def reference(*args: Any) -> Any:
+        """Model on the inputs' device; the float64 copy when the harness upcast them to judge."""
+        upcast = dtype != torch.float64 and any(isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args)
+        moved = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+        return _no_grad(wide if upcast else model)(*moved)
+
+    def bind(cls: Any) -> Callable[..., Any]:
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise TypeError("ModelNew must be a torch.nn.Module subclass")
+        return _no_grad(build_seeded(cls, init, device))
+
+    tolerances = {d: (ATOL, RTOL) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)}
+    return KernelSpec(
+        name=PROBLEM_TARGET, signature=SIGNATURE, summary=f"the whole forward of {path.name}",
+        reference=reference, make_inputs=make_inputs, bytes_moved=lambda shape, dt: nbytes,
+        flops=lambda shape, dt: 0, metric="GB/s", smoke_shape={"draw": 1},
+        sweep_shapes=({"draw": 2}, {"draw": 3}), edge_shapes=(), bench_shapes=({"draw": 1},),
+        tolerances=tolerances, dtypes=(dtype,), data_args=floating,
+        forbidden_ops=frozenset(op for op in rec.ops if op not in ALLOWED_OPS), notes=NOTES,
+        baseline=_no_grad(model), entry=ENTRY, bind=bind, stability_modes=tuple(SCALES),
+        noncontiguous_views=False)
