@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .problem_spec import PROBLEM_TARGET
 from .search_state import CandidateRecord, SearchState, TargetState
 from .store import Store
 
@@ -124,6 +125,9 @@ def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = Fa
         raise UserError(f"session {session['id']} is a {session['kind']} session: only optimize sessions have kernels")
     state = SearchState.from_events(session["id"], store.iter_events(session["id"]))
     chosen, left_out = state.to_integrate()
+    left_out += [f"{t.name}: {c.candidate_id} is a whole ModelNew, not a kernel (its model_new.py is in the session's "
+                 "integration folder)" for t, c in chosen if t.name == PROBLEM_TARGET]
+    chosen = [(t, c) for t, c in chosen if t.name != PROBLEM_TARGET]
     if not chosen:
         raise UserError(f"session {session['id']} kept no kernel worth exporting"
                         + (f" ({'; '.join(left_out)})" if left_out else ""))

@@ -7,8 +7,9 @@ a standalone `ModelNew` with the kept kernels is written and checked and timed t
 batch itself is a `kernelbench` session whose summary is the score table.
 
 A problem ends `correct`, `incorrect` (ModelNew failed the check), `skipped` (nothing the agent can
-target, or a file that does not load: the problem's limits, not the tool's failure), `error` (the
-tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
+target: the playbook agent on a problem of no known kernel type, which the LLM agent takes whole as
+target `problem` (engine/problem_spec.py); or a file that does not load: the problem's limits, not
+the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
 fraction of ALL problems of the batch, skipped ones included, that are correct and more than p
 times faster than the baseline (eager or torch.compile); fast_0 is the fraction correct.
 """
@@ -167,7 +168,8 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
         rows = state.profile.rows if state.profile else []
         base.status = "skipped"
         base.reason = (f"nothing the {agent} agent can target: no operation of a kernel type autokernel "
-                       f"knows (profile: {_top_rows(rows) or 'empty'})")
+                       f"knows (profile: {_top_rows(rows) or 'empty'})"
+                       + ("; an LLM agent (--agent MODEL) writes the whole ModelNew" if agent == "playbook" else ""))
         return base
     integ = state.integration
     if integ is None:

@@ -2,7 +2,9 @@
 
 Parent side, `write_model_new`: beside the kernel files the integration wrote, a standalone
 `model_new.py` (torch, triton and `_patch.py`, a verbatim copy of `kernel_patch.py`; no autokernel
-import) that a user can run the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`.
+import) that a user can run the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. When the
+kept best is a whole-problem candidate (target `problem`, `engine/problem_spec.py`), `model_new.py` is
+that candidate's own file, with the problem's Model and get_inputs loaded after it.
 
 Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
 same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
@@ -18,20 +20,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .problem_spec import PROBLEM_TARGET
+
 MODEL_NEW_FILE = "model_new.py"
 PATCH_FILE = "_patch.py"
 ATOL = RTOL = 1e-2  # KernelBench's tolerance
 SEED = 42
 CHECK_DONE = "KernelBench check:"  # how the detail of a check that ran to the end begins
 
-_TEMPLATE = '''"""ModelNew for the KernelBench problem {problem_name}: its Model with the kernels autokernel kept.
-
-Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
-way: `ModelNew(*get_init_inputs())(*get_inputs())`. Needs torch and triton (and `_patch.py` and the
-kernel files beside it); without a CUDA GPU the Triton kernels run under Triton's interpreter.{note}
-"""
-
-import importlib.util as _ilu
+_PREAMBLE = """import importlib.util as _ilu
 import os as _os
 import sys as _sys
 from pathlib import Path as _Path
@@ -40,11 +37,10 @@ import torch as _torch
 
 if not _torch.cuda.is_available():
     _os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit runs
+"""
 
-PROBLEM = {problem!r}
-# kind -> (file beside this one, candidate id, {{dtype: (atol, rtol)}} of the kernel's own check)
-KERNELS = {kernels!r}
-
+# Loads the problem file (never copied: KernelBench reads Model and get_inputs from it) and the files beside this one.
+_PROBLEM_LOADER = """
 _HERE = _Path(__file__).resolve().parent
 _TAG = "_model_new_%x_" % (abs(hash(str(_HERE))),)
 
@@ -62,11 +58,23 @@ try:
     _problem = _load(PROBLEM, "problem")
 finally:
     _sys.path.remove(str(_Path(PROBLEM).parent))
-_patch = _load(_HERE / {patch_file!r}, "patch")
-
 Model = _problem.Model
 get_inputs = _problem.get_inputs
 get_init_inputs = getattr(_problem, "get_init_inputs", lambda: [])
+"""
+
+_TEMPLATE = '''"""ModelNew for the KernelBench problem {problem_name}: its Model with the kernels autokernel kept.
+
+Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
+way: `ModelNew(*get_init_inputs())(*get_inputs())`. Needs torch and triton (and `_patch.py` and the
+kernel files beside it); without a CUDA GPU the Triton kernels run under Triton's interpreter.{note}
+"""
+
+{preamble}
+PROBLEM = {problem!r}
+# kind -> (file beside this one, candidate id, {{dtype: (atol, rtol)}} of the kernel's own check)
+KERNELS = {kernels!r}
+{loader}_patch = _load(_HERE / {patch_file!r}, "patch")
 _TABLE = {{kind: _patch.KernelEntry(kind, _load(_HERE / file, kind).kernel_fn, tolerances=tol)
           for kind, (file, _candidate, tol) in KERNELS.items()}}
 
@@ -79,6 +87,23 @@ class ModelNew(Model):
         self.kernel_stats = _patch.patch(self, _TABLE)
 '''
 
+# A whole-problem candidate is ModelNew itself: its source verbatim, the problem's Model and inputs after it.
+_WHOLE_TEMPLATE = '''{future}"""ModelNew for the KernelBench problem {problem_name}: the whole forward rewritten ({candidate}).
+
+Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
+way: `ModelNew(*get_init_inputs())(*get_inputs())` (Model, get_inputs and get_init_inputs are the
+problem's own). Needs torch and triton; without a CUDA GPU the Triton kernels run under Triton's interpreter.
+"""
+
+{preamble}
+# ---- the candidate {candidate}, verbatim ----
+{source}
+
+
+# ---- the problem it replaces ----
+PROBLEM = {problem!r}
+{loader}'''
+
 
 # -- parent side ---------------------------------------------------------------------------------------
 def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]) -> Path:
@@ -90,6 +115,9 @@ def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]
     from . import kernel_patch
 
     workdir = Path(workdir)
+    whole = [e for e in entries if e["kind"] == PROBLEM_TARGET]
+    if whole:
+        return _write_whole(workdir, Path(problem_path).resolve(), whole[0])
     kernels = {}
     for e in entries:
         try:
@@ -103,7 +131,21 @@ def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]
     (workdir / PATCH_FILE).write_text(Path(kernel_patch.__file__).read_text())
     path = workdir / MODEL_NEW_FILE
     path.write_text(_TEMPLATE.format(problem_name=problem.stem, problem=str(problem), kernels=kernels,
-                                     patch_file=PATCH_FILE, note=note))
+                                     patch_file=PATCH_FILE, note=note, preamble=_PREAMBLE, loader=_PROBLEM_LOADER))
+    return path
+
+
+def _write_whole(workdir: Path, problem: Path, entry: dict) -> Path:
+    """`model_new.py` = a whole-problem candidate's own file (its `from __future__` lines first, as Python
+    requires), with the problem's Model, get_inputs and get_init_inputs loaded after it."""
+    source = Path(entry["path"]).read_text()
+    lines = source.splitlines()
+    future = [ln for ln in lines if ln.startswith("from __future__ import")]
+    body = "\n".join(ln for ln in lines if not ln.startswith("from __future__ import")).rstrip()
+    path = workdir / MODEL_NEW_FILE
+    path.write_text(_WHOLE_TEMPLATE.format(future="".join(f"{ln}\n" for ln in future), problem_name=problem.stem,
+                                           candidate=entry.get("candidate_id") or "candidate", source=body,
+                                           problem=str(problem), preamble=_PREAMBLE, loader=_PROBLEM_LOADER))
     return path
 
 
@@ -141,18 +183,14 @@ def check_model_new(request: dict) -> dict:
 
     from .integrate import _tensors, _time_ms
     from .model_loading import SIZE_ENV, _move, default_size
+    from .problem_spec import build_seeded
 
     os.environ[SIZE_ENV] = request.get("size") or default_size(device)  # the size the session profiled
     module = _import_model_new(request["model_new"])
     init = list(module.get_init_inputs())
 
-    def build(cls):
-        torch.manual_seed(SEED)  # the same seed: Model and ModelNew start from the same weights
-        with torch.device(device):
-            model = cls(*init)
-        return model.to(device).eval()
-
-    model, model_new = build(module.Model), build(module.ModelNew)
+    # the same seed: Model and ModelNew start from the same weights
+    model, model_new = build_seeded(module.Model, init, device), build_seeded(module.ModelNew, init, device)
     trials = int(request.get("trials") or 3)
     passed, max_err, problems = 0, 0.0, []
     with torch.no_grad():
@@ -191,6 +229,8 @@ def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: fl
     kinds = [k["kind"] for k in request["kernels"]]
     stats = getattr(model_new, "kernel_stats", None)
     replaced = stats.as_list(kinds) if stats is not None else []
+    if kinds == [PROBLEM_TARGET]:  # the whole ModelNew is the kept candidate: every trial ran it
+        replaced = [{"kind": PROBLEM_TARGET, "modules": ["ModelNew"], "calls": trials, "fallbacks": 0, "mismatches": []}]
     for item in replaced:
         item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
     used = [r["kind"] for r in replaced if r["calls"]]

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from . import events as ev
 from .agents.base import AgentContext, Idea, Variant
 from .control import LoopControl
+from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
 
@@ -63,6 +64,8 @@ class SearchContext:
     workdir: Path
     started_at: float = field(default_factory=time.monotonic)
     hint: str = ""
+    problem_path: str | None = None  # the model/problem file: what a whole-problem target's ModelNew replaces
+    size: str | None = None  # the size the problem was profiled at (the worker builds it the same)
     _seen_usage: tuple[int, int, float] = (0, 0, 0.0)
 
     def budget_reason(self) -> str | None:
@@ -119,6 +122,8 @@ class TargetSearch:
         self.t = target
         self.spec = spec
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
+        # A whole-problem target has no starter: its first round builds on the problem's Model itself.
+        self.whole_problem = target.name == PROBLEM_TARGET
         self._agent_failed = False  # every propose() of the last round raised
         self._agent_failures = 0  # such rounds in a row
 
@@ -129,7 +134,7 @@ class TargetSearch:
         for c in t.unfinished():  # written before a crash or a stop: finish them first
             self._check_controls()
             self._evaluate(c)
-        if t.starter is None:
+        if t.starter is None and not self.whole_problem:
             reason = self._check_controls(budget=True)
             if reason:
                 return reason
@@ -190,8 +195,17 @@ class TargetSearch:
             best=best.measurement() if best else None,
             pool=[(c.candidate_id, c.measurement()) for c in t.pool(lim.pool_size)],
             history=t.history(), round=t.rounds, max_ideas=lim.max_ideas, max_variants=lim.max_variants,
-            hint=self.ctx.hint,
+            hint=self.ctx.hint, problem=(self.ctx.problem_path or "") if self.whole_problem else "",
         )
+
+    def _model_seed(self) -> CandidateRecord:
+        """The parent of a whole-problem target's first ideas: the problem's Model (never stored)."""
+        return CandidateRecord(MODEL_SEED, MODEL_SEED, 0, self.t.name, self.t.backend, "the problem's Model",
+                               None, getattr(self.spec, "source", ""), {})
+
+    def _problem_args(self) -> dict:
+        """What the worker needs to build a whole problem's spec (nothing for a kernel type)."""
+        return {"problem": self.ctx.problem_path, "size": self.ctx.size} if self.whole_problem else {}
 
     def _propose_round(self) -> list[tuple[dict, Variant, CandidateRecord]]:
         """Ask the agent once per seed; the untried variants of its ideas, in order."""
@@ -201,6 +215,8 @@ class TargetSearch:
         for c in ([t.best] if t.best else []) + pool:
             if all(c.candidate_id != s.candidate_id for s in seeds) and len(seeds) < ctx.limits.seeds:
                 seeds.append(c)
+        if not seeds and self.whole_problem:
+            seeds.append(self._model_seed())
         seen = {_digest(s) for s in t.sources()}
         queue: list[tuple[dict, Variant, CandidateRecord]] = []
         round_no = t.rounds
@@ -302,7 +318,7 @@ class TargetSearch:
 
         try:
             report = ctx.worker.check(str(path), kernel=t.name, backend=t.backend, on_stage=on_stage,
-                                      extra_shapes=[dict(t.shape)] if t.shape else None)
+                                      extra_shapes=[dict(t.shape)] if t.shape else None, **self._problem_args())
         except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
             for s in STAGES:
                 if s not in reported:
@@ -329,7 +345,8 @@ class TargetSearch:
     def _bench(self, c: CandidateRecord, path: Path) -> None:
         ctx, t = self.ctx, self.t
         try:
-            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend)
+            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend,
+                                       **self._problem_args())
         except Exception as e:
             ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",

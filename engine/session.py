@@ -20,6 +20,7 @@ from .devices import device_name as describe_device
 from .devices import resolve_device
 from .errors import UserError
 from .integrate import INTEGRATION_MODES
+from .problem_spec import PROBLEM_TARGET, problem_brief
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
 from .store import Recorder, Store
@@ -142,6 +143,13 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], dev
     return plan
 
 
+def problem_target(rows: list[dict], backend: str, device: str) -> dict:
+    """The plan entry of a whole-problem target: the problem's own inputs (no shape), the top row's dtype."""
+    return {"kind": PROBLEM_TARGET, "row": 0, "shape": {},
+            "dtype": dtype_name(rows[0].get("target_dtype")) if rows and rows[0].get("target_dtype") else "fp32",
+            "backend": backend if backend == "triton" or device == "cuda" else "triton"}
+
+
 class OptimizeSession:
     """See the module docstring. Construct, then `run()`; controls are safe from any thread."""
 
@@ -230,13 +238,16 @@ class OptimizeSession:
                 self._profile(device)
             plan = plan_targets(self.state.profile.rows, cfg.backend,
                                 lambda m: emit(ev.Log(level="info", message=m)), device)
+            if not plan and self._whole_problem_allowed():
+                plan = [problem_target(self.state.profile.rows, cfg.backend, device)]
+                if self.state.targets.get(PROBLEM_TARGET) is None:
+                    emit(ev.Log(level="info", message="no operation of a known kernel type: the agent writes "
+                                                      f"the whole ModelNew (target {PROBLEM_TARGET!r})"))
             if not plan:
                 emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
             todo = [p for p in plan if self.state.targets.get(p["kind"]) is None
                     or self.state.targets[p["kind"]].done is None]
             if todo:
-                from autokernel.kernels import get_spec
-
                 agent = self._agent if self._agent is not None else make_agent(self.agent_name, cfg.api_base)
                 self.agent = agent
                 if hasattr(agent, "on_note"):  # retries and re-asks of an LLM agent go to the log
@@ -252,18 +263,19 @@ class OptimizeSession:
                 ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),
-                                    hint=cfg.hint)
+                                    hint=cfg.hint, problem_path=cfg.model_path, size=cfg.size)
                 for p in todo:
                     target = self.state.targets.get(p["kind"])
                     if target is None:
                         if ctx.budget_reason():
                             break
+                        rows = self.state.profile.rows
                         emit(ev.TargetStarted(target=p["kind"], row=p["row"], shape=p["shape"], dtype=p["dtype"],
                                               backend=p["backend"],
-                                              baseline={"profile_row": self.state.profile.rows[p["row"]]}))
+                                              baseline={"profile_row": rows[p["row"]] if rows else None}))
                         target = self.state.targets[p["kind"]]
                     try:
-                        TargetSearch(ctx, target, get_spec(target.name)).run()
+                        TargetSearch(ctx, target, self._spec_of(target.name)).run()
                     except StopLoop:
                         raise
                     except Exception as e:  # one target's failure is logged; the others still run
@@ -293,6 +305,22 @@ class OptimizeSession:
                     pass
         self._finish(status, t0)
         return self.summary
+
+    def _whole_problem_allowed(self) -> bool:
+        """A KernelBench problem with nothing of a known kernel type is one target for an agent that
+        writes whole ModelNew files (the LLM agent); the playbook agent leaves it skipped."""
+        if self.config.integration != "kernelbench":
+            return False
+        if self._agent is not None:
+            return bool(getattr(self._agent, "whole_problems", False))
+        return self.agent_name != "playbook"
+
+    def _spec_of(self, name: str) -> Any:
+        if name == PROBLEM_TARGET:
+            return problem_brief(self.config.model_path)
+        from autokernel.kernels import get_spec
+
+        return get_spec(name)
 
     @property
     def agent_name(self) -> str:

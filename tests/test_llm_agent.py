@@ -1,5 +1,5 @@
 """The LLM agent through litellm's real HTTP path, against a scripted OpenAI-compatible server on
-127.0.0.1 (started here, in a thread): good answers, garbage, code that does not parse, the wrong
+127.0.0.1 (tests/llm_support.py, in a thread): good answers, garbage, code that does not parse, the wrong
 signature, answers slower than the timeout, 429 with Retry-After, 500s; token and cost accounting;
 the API key sent to the server but never kept or logged; and one whole optimize session through the
 loop with `agent="openai/test-model"`."""

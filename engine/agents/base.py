@@ -89,6 +89,7 @@ class AgentContext:
     max_ideas: int = 3
     max_variants: int = 3
     hint: str = ""  # anything the person typed to steer the agent
+    problem: str = ""  # the problem file, for a whole-problem target (kernel "problem": write all of ModelNew)
 
 
 class Agent(Protocol):

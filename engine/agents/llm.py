@@ -153,6 +153,8 @@ class LLMAgent:
     `cancel()` ends a wait early.
     """
 
+    whole_problems = True  # it can write a whole ModelNew for a problem with no known kernel type
+
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, *,
                  temperature: float = 0.7, timeout_s: float = 300.0, max_retries: int = 4,
                  max_tokens: int = 8192, fix_attempts: int = 2, backoff_s: float = 2.0,
@@ -228,8 +230,9 @@ class LLMAgent:
 
     # -- proposing ----------------------------------------------------------------------------------
     def propose(self, ctx: AgentContext) -> list[Idea]:
-        spec = _spec_of(ctx.kernel)
+        spec = _spec_of(ctx.kernel, ctx.problem)
         signature = getattr(spec, "signature", "") or _signature_of(spec)
+        entry = getattr(spec, "entry", "kernel_fn")
         tier = current_tier(ctx.history)
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": build_prompt(ctx, spec)}]
@@ -240,7 +243,7 @@ class LLMAgent:
             for attempt in range(self.fix_attempts + 1):
                 text, finish = self._complete(messages)
                 ideas, rejected = parse_answer(text, signature, ctx.backend, tier, ctx.max_ideas, ctx.max_variants,
-                                               known_sources=[ctx.parent_source])
+                                               known_sources=[ctx.parent_source], entry=entry)
                 for r in rejected:
                     self._fail(r, attempt)
                 if ideas:
@@ -408,7 +411,12 @@ def retry_after_s(e: Exception) -> float | None:
         return None
 
 
-def _spec_of(kernel: str) -> Any:
+def _spec_of(kernel: str, problem: str = "") -> Any:
+    """The kernel type's spec, or the brief of a whole-problem target (its problem file)."""
+    from ..problem_spec import PROBLEM_TARGET, problem_brief
+
+    if kernel == PROBLEM_TARGET and problem:
+        return problem_brief(problem)
     from autokernel.kernels import get_spec
 
     return get_spec(kernel)

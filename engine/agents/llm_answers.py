@@ -2,8 +2,9 @@
 
 Models answer loosely (bold markers, ```py fences, prose around the code), so parsing is lenient
 about form; each code block is then checked strictly, because a candidate that cannot run only
-wastes a harness slot: it must parse, define `kernel_fn` with the spec's parameters, launch its own
-kernel for the backend, and not reach for files, the network or other processes.
+wastes a harness slot: it must parse, define `kernel_fn` with the spec's parameters (for a whole-problem
+target, the class `ModelNew`), launch its own kernel for the backend, and not reach for files, the
+network or other processes.
 """
 
 from __future__ import annotations
@@ -46,20 +47,25 @@ def expected_parameters(signature: str) -> list[tuple[str, bool]]:
     return [(a.arg, i >= first_default) for i, a in enumerate(args)]
 
 
-def check_source(source: str, signature: str, backend: str) -> str | None:
-    """Why this candidate file cannot be used, or None if it can."""
+def check_source(source: str, signature: str, backend: str, entry: str = "kernel_fn") -> str | None:
+    """Why this candidate file cannot be used, or None if it can. `entry` is what it must define: the
+    function `kernel_fn` (with the signature), or a whole-problem target's class `ModelNew`."""
     if not source.strip():
         return "the code block is empty"
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
         return f"the code does not parse: line {e.lineno}: {e.msg}"
-    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel_fn"]
-    if not fns:
-        return f"the code defines no top-level function kernel_fn; define {signature}"
-    problem = _signature_problem(fns[-1], signature)
-    if problem:
-        return problem
+    if entry != "kernel_fn":
+        if not any(isinstance(n, ast.ClassDef) and n.name == entry for n in tree.body):
+            return f"the code defines no top-level class {entry}; define {signature}"
+    else:
+        fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "kernel_fn"]
+        if not fns:
+            return f"the code defines no top-level function kernel_fn; define {signature}"
+        problem = _signature_problem(fns[-1], signature)
+        if problem:
+            return problem
     problem = _launch_problem(tree, backend)
     if problem:
         return problem
@@ -67,7 +73,8 @@ def check_source(source: str, signature: str, backend: str) -> str | None:
 
 
 def parse_answer(text: str, signature: str, backend: str, default_tier: int, max_ideas: int = 3,
-                 max_variants: int = 3, known_sources: list[str] = ()) -> tuple[list[Idea], list[Rejected]]:
+                 max_variants: int = 3, known_sources: list[str] = (),
+                 entry: str = "kernel_fn") -> tuple[list[Idea], list[Rejected]]:
     """The usable ideas of an answer and what was rejected. An answer with no code at all is one rejection;
     code identical to a `known_sources` file (the parent) is rejected too, since the loop would skip it."""
     text = _THINKING.sub("", (text or "").replace("\r\n", "\n"))
@@ -79,7 +86,7 @@ def parse_answer(text: str, signature: str, backend: str, default_tier: int, max
     ideas, rejected = [], []
     seen = {_normalised(s) for s in known_sources}
     for chunk in _split_ideas(text):
-        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants, seen)
+        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants, seen, entry)
         rejected += bad
         if idea is not None and len(ideas) < max_ideas:
             ideas.append(idea)
@@ -98,7 +105,7 @@ def _split_ideas(text: str) -> list[str]:
 
 
 def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
-               max_variants: int, seen: set[str]) -> tuple[Idea | None, list[Rejected]]:
+               max_variants: int, seen: set[str], entry: str = "kernel_fn") -> tuple[Idea | None, list[Rejected]]:
     fields: dict[str, str] = {}
     first_fence = chunk.find("```")
     head = chunk if first_fence < 0 else chunk[:first_fence]
@@ -123,7 +130,7 @@ def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
     for n, (label, lang, code) in enumerate(_variants(chunk)):
         if lang.lower() not in _CODE_LANGS:
             continue
-        reason = check_source(code, signature, backend)
+        reason = check_source(code, signature, backend, entry)
         if reason is None and _normalised(code) in seen:
             reason = "the code repeats the parent (or another variant) unchanged"
         if reason is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from ..problem_spec import MODEL_SEED, ProblemBrief
 from .base import TIERS, AgentContext, Measurement, Tried
 
 IDEAS_PER_TIER = 2  # ideas tried at a tier before the prompt points the model at the next one
@@ -33,6 +34,8 @@ result (no torch.softmax, torch.matmul, F.layer_norm, ..., and no torch math on 
 - It handles any shape the spec allows (odd sizes, sizes of 1, non-contiguous inputs), every dtype, \
 and never changes its inputs.
 - No file, network or process access, no eval/exec.
+- For a whole-problem target the file defines the class `ModelNew` described in the notes instead of \
+`kernel_fn`; the same rules hold for its forward.
 
 Answer format (strict, nothing else is read):
 TIER: <playbook tier number 1-6>
@@ -114,7 +117,10 @@ def spec_section(spec: Any, ctx: AgentContext) -> str:
     if getattr(spec, "summary", ""):
         lines.append(f"Computes: {spec.summary}")
     shape = ", ".join(f"{k}={v}" for k, v in (ctx.shape or {}).items())
-    lines.append(f"Target (from the user's model): shape {shape or '?'}, dtype {ctx.dtype}")
+    if isinstance(spec, ProblemBrief):
+        lines.append(f"Target: the problem's own inputs (get_inputs()), dtype {ctx.dtype}")
+    else:
+        lines.append(f"Target (from the user's model): shape {shape or '?'}, dtype {ctx.dtype}")
     lines.append(f"Device: {ctx.device_name or ctx.device} ({ctx.device}); backend: {ctx.backend}")
     if ctx.device != "cuda":
         lines.append("(No GPU here: Triton runs under its CPU interpreter, so timings are not meaningful; "
@@ -125,6 +131,8 @@ def spec_section(spec: Any, ctx: AgentContext) -> str:
     reference = _source_of(getattr(spec, "reference", None))
     if reference:
         lines += ["", "Reference implementation (PyTorch; your kernel must match it):", "```python", reference, "```"]
+    if isinstance(spec, ProblemBrief):
+        lines += ["", "The problem (PyTorch; ModelNew must match its Model):", "```python", spec.source.rstrip(), "```"]
     if getattr(spec, "notes", ""):
         lines += ["", f"Notes: {spec.notes}"]
     return "\n".join(lines)
@@ -135,16 +143,15 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
     pages = playbook_pages() if pages is None else pages
     tier = current_tier(ctx.history)
     name, text = pages.get(tier, (TIERS.get(tier, ""), ""))
-    sections = [
-        "# The operation",
-        spec_section(spec, ctx),
-        "",
-        f"# The parent kernel ({ctx.parent_id or 'starter'}) you build on",
-        f"Measured: {describe_measurement(ctx.parent_measurement)}",
-    ]
-    if ctx.parent_params:
-        sections.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in ctx.parent_params.items()))
-    sections += ["```python", ctx.parent_source.rstrip(), "```", ""]
+    sections = ["# The operation", spec_section(spec, ctx), ""]
+    if isinstance(spec, ProblemBrief) and ctx.parent_id == MODEL_SEED:
+        sections += ["# The starting point: the problem's Model above (no ModelNew written yet)", ""]
+    else:
+        sections += [f"# The parent kernel ({ctx.parent_id or 'starter'}) you build on",
+                     f"Measured: {describe_measurement(ctx.parent_measurement)}"]
+        if ctx.parent_params:
+            sections.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in ctx.parent_params.items()))
+        sections += ["```python", ctx.parent_source.rstrip(), "```", ""]
     if ctx.best is not None:
         sections.append(f"Best so far: {ctx.best.candidate_id} {describe_measurement(ctx.best)}")
     if ctx.pool:
@@ -156,10 +163,12 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
                  f"Other tiers: {others}. Move to another tier when the measurements point there.", ""]
     if ctx.hint:
         sections += ["# The engineer watching asks", ctx.hint, ""]
+    goal = ("ModelNew (one complete file) faster than the problem's Model (and than the parent, if any) on its inputs"
+            if isinstance(spec, ProblemBrief) else
+            f"{getattr(spec, 'signature', 'kernel_fn')} faster than the parent on the target shape and dtype")
     sections.append(
         f"# Your task (round {ctx.round})\nPropose up to {ctx.max_ideas} new ideas, each with up to "
-        f"{ctx.max_variants} variants, that should make {getattr(spec, 'signature', 'kernel_fn')} faster than "
-        f"the parent on the target shape and dtype while staying correct. "
+        f"{ctx.max_variants} variants, that should make {goal} while staying correct. "
         f"Write {_BACKENDS.get(ctx.backend, ctx.backend)}. "
         "Use the answer format exactly.")
     return "\n".join(sections)

@@ -35,8 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="problem files (Model, get_inputs(), get_init_inputs()) or folders of them, searched "
                         "recursively (a KernelBench checkout's level folders); other .py files are ignored")
     p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
-                   help="the offline playbook agent (default) or a litellm model string; either writes kernels of "
-                        "autokernel's kernel types, so a problem with none of them is reported skipped")
+                   help="the offline playbook agent (default) or a litellm model string. Both write kernels of "
+                        "autokernel's kernel types; for a problem with none of them the LLM agent writes the whole "
+                        "ModelNew (its own Triton kernels; target 'problem'), and the playbook reports it skipped")
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
     p.add_argument("--max-experiments-per-problem", type=int, default=20, metavar="N",
