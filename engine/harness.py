@@ -431,7 +431,7 @@ def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "norma
 
 # -- the five stages -------------------------------------------------------------------------
 
-def _stage(name: str, body: Callable[[], str]) -> StageOutcome:
+def _stage(name: str, body: Callable[[], str], entry: str = "kernel_fn") -> StageOutcome:
     t0 = time.perf_counter()
     try:
         detail = body()
@@ -445,7 +445,7 @@ def _stage(name: str, body: Callable[[], str]) -> StageOutcome:
             raise DeviceFault(f"{type(e).__name__}: {_first_line(e)}") from None
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f" ({Path(f.filename).name}:{f.lineno})" for f in reversed(tb) if "autokernel" not in f.filename), "")
-        return StageOutcome(name, FAIL, f"kernel_fn raised {type(e).__name__}: {_first_line(e)}{where}",
+        return StageOutcome(name, FAIL, f"{entry} raised {type(e).__name__}: {_first_line(e)}{where}",
                             time.perf_counter() - t0)
 
 
@@ -602,7 +602,7 @@ def run_stages(ctx: CheckContext, on_start: Callable[[str], None] = lambda s: No
             outcome = StageOutcome(name, SKIPPED, "an earlier stage failed")
         else:
             on_start(name)
-            outcome = _stage(name, lambda: STAGE_FUNCS[name](ctx))
+            outcome = _stage(name, lambda: STAGE_FUNCS[name](ctx), ctx.spec.entry)
             failed = outcome.status != PASS
         on_end(outcome)
         yield outcome

@@ -59,6 +59,7 @@ BAD = {
         "        return y\n", "        x.zero_()\n        return y\n"), "ModelNew modified its input argument 0"),
     "adds_in_pytorch": (GOOD_CUMSUM.replace("        return y\n", "        return y + 0.0\n"),
                         "computes with PyTorch ops (aten::add)"),
+    "raises": (GOOD_CUMSUM.replace("        return y\n", "        raise ValueError('no')\n"), "ModelNew raised ValueError"),
 }
 
 
