@@ -151,10 +151,11 @@ async def test_real_cpu_session_under_the_live_screen(tmp_path):
         await wait_for(pilot, lambda: screen.state.rows, timeout=300)
         bounds = [r.max_speedup for r in screen.state.rows]
         assert bounds == sorted(bounds, reverse=True)
-        await wait_for(pilot, lambda: screen.state.candidate is not None and screen.state.candidate.decision,
-                       timeout=300)
-        stages = text_of(screen.query_one(StagesPanel))
-        assert stages.count("✔ pass") == 5 or "✘" in stages
+        # the starter's real stages reach the panel (read as they come: the panel moves on to the next
+        # candidate milliseconds after a decision), and its decision reaches the store
+        await wait_for(pilot, lambda: "✔ pass" in text_of(screen.query_one(StagesPanel))
+                       or "✘" in text_of(screen.query_one(StagesPanel)), timeout=300)
+        await wait_for(pilot, lambda: session.session_id and _decisions(store, session.session_id), timeout=300)
         await wait_for(pilot, lambda: screen.state.pending is not None or screen.state.finished, timeout=400)
         if screen.state.pending is not None:
             cid = screen.state.pending.candidate_id
