@@ -230,7 +230,7 @@ def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: fl
     stats = getattr(model_new, "kernel_stats", None)
     replaced = stats.as_list(kinds) if stats is not None else []
     if kinds == [PROBLEM_TARGET]:  # the whole ModelNew is the kept candidate: every trial ran it
-        replaced = [{"kind": PROBLEM_TARGET, "modules": ["ModelNew"], "calls": trials, "fallbacks": 0, "mismatches": []}]
+        replaced = [{"kind": PROBLEM_TARGET, "modules": 1, "calls": trials, "fallbacks": 0, "mismatches": []}]
     for item in replaced:
         item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
     used = [r["kind"] for r in replaced if r["calls"]]

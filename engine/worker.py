@@ -352,8 +352,9 @@ def _serve(conn: _Duplex, device: str) -> None:
             try:
                 spec = _spec_for(req, device)
             except Exception as e:  # the problem itself does not load or has no single-tensor output
-                conn.send(("load_error", f"the problem: {type(e).__name__}: {harness._first_line(e)}"))
-                conn.send(("result", f"the problem: {type(e).__name__}: {harness._first_line(e)}"))
+                why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
+                conn.send(("load_error", why))
+                conn.send(("result", why))
                 traceback.print_exc()
                 continue
             with harness.torch_untouched() as changed:
