@@ -224,6 +224,8 @@ class IntegrationResult(Event):
     speedup_eager: float = 0.0
     speedup_compile: float | None = None
     meaningful: bool = True
+    spread: float | None = None  # largest spread of the interleaved rounds' medians (eager, patched, compile)
+    sites: list = field(default_factory=list)  # [{site, before_ms, after_ms}]: swapped modules, then "rest"
 
 
 @dataclass

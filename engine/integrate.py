@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .events import IntegrationResult
+from .forward_timing import SiteTimer, breakdown_text, site_breakdown, time_interleaved
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
 # their own check still round differently, and the differences add up through the layers.
@@ -30,6 +31,7 @@ RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
 INTEGRATION_MODES = ("model", "kernelbench")
 # Fresh inputs the outputs are compared on, per mode and device (the interpreter makes CPU trials slow).
 TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
+TIMING_ROUNDS = 5  # interleaved eager/patched/compile rounds on a GPU (forward_timing.time_interleaved)
 
 
 # -- parent side ---------------------------------------------------------------------------------------
@@ -164,6 +166,26 @@ def _model_dtype(model) -> str:
     return "fp32"
 
 
+def _site_breakdown(original, patched, inputs: list, device: str, kinds: list[str], kernel_patch) -> list[dict]:
+    """Time spent in the swapped modules before and after the swap, and in the rest of the forward.
+
+    Empty when no module was swapped (functional kernels have no module to time: they count in the rest)."""
+    sites = kernel_patch.module_sites(original, kinds)
+    if not sites:
+        return []
+    forwards = 3 if device == "cuda" else 1
+    measured = []
+    for model in (original, patched):
+        timer = SiteTimer(model, sites, device)
+        try:
+            if device == "cuda":
+                model(*inputs)  # hooks in place: one untimed call (event pools, allocator)
+            measured.append(timer.measure(lambda: model(*inputs), forwards))
+        finally:
+            timer.close()
+    return site_breakdown(*measured)
+
+
 def run_request(request: dict) -> dict:
     """Everything the subprocess does; returns the IntegrationResult fields."""
     device = request["device"]
@@ -229,28 +251,31 @@ def run_request(request: dict) -> dict:
         used = [r["kind"] for r in replaced if r["calls"]]
         meaningful = device == "cuda"
 
-        def sync():
-            if device == "cuda":
-                torch.cuda.synchronize()
-
-        eager_ms = _time_ms(lambda: original(*inputs), device)
-        model_ms = _time_ms(lambda: patched(*inputs), device)
-        compile_ms = None
+        fns = {"eager": lambda: original(*inputs), "patched": lambda: patched(*inputs)}
         if device == "cuda":
             try:
                 compiled = torch.compile(copy.deepcopy(original))
                 for _ in range(3):
                     compiled(*inputs)
-                sync()
-                compile_ms = _time_ms(lambda: compiled(*inputs), device)
+                torch.cuda.synchronize()
+                fns["compile"] = lambda: compiled(*inputs)
             except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
                 details.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if meaningful else 1)
+        eager_ms, model_ms = times["eager"].ms, times["patched"].ms
+        compile_ms = times["compile"].ms if "compile" in times else None
+        spread = max(t.spread for t in times.values()) if meaningful else None
+        sites = _site_breakdown(original, patched, inputs, device, used, kernel_patch)
     summary = (f"outputs within {atol} + {rtol} x max|ref| ({dtype}) on {int(request.get('trials', 3))} inputs"
                if correct else "outputs differ")
     summary += f"; kernels used: {', '.join(used) if used else 'none (no call matched a kept kernel)'}"
     mismatched = [f"{r['kind']}: {m}" for r in replaced for m in r["mismatches"]]
     if mismatched:
         summary += "; fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3])
+    if spread is not None:
+        summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%})"
+    if sites:
+        summary += "; " + breakdown_text(sites)
     if not meaningful:
         summary += "; CPU timings under Triton's interpreter are not meaningful"
     return {
@@ -259,7 +284,7 @@ def run_request(request: dict) -> dict:
         "model_ms": model_ms, "eager_ms": eager_ms, "compile_ms": compile_ms,
         "speedup_eager": eager_ms / model_ms if model_ms else 0.0,
         "speedup_compile": (compile_ms / model_ms) if compile_ms and model_ms else None,
-        "meaningful": meaningful,
+        "meaningful": meaningful, "spread": spread, "sites": sites,
     }
 
 

@@ -177,6 +177,11 @@ def _module_plan(model, kernels):
     return plan
 
 
+def module_sites(model, kinds):
+    """(module name, kind) of each module `patch` would swap for one of `kinds` (for timing them)."""
+    return [(name, kind) for name, _, kind in _module_plan(model, set(kinds))]
+
+
 def _rows(x, cols):
     return x.reshape(-1, cols).contiguous()
 

@@ -50,3 +50,22 @@ def test_llama_on_cuda_timed_against_eager_and_compile(tmp_path):
     assert result.correct, result.detail
     assert result.meaningful and result.compile_ms and result.model_ms > 0 and result.eager_ms > 0
     assert result.speedup_eager == pytest.approx(result.eager_ms / result.model_ms)
+    assert result.spread is not None and "interleaved rounds" in result.detail
+    sites = {row["site"]: row for row in result.sites}
+    assert set(sites) == {"rmsnorm", "rest"} and sites["rmsnorm"]["after_ms"] > 0
+
+
+def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
+    """The breakdown says how much of the forward the swapped modules took in each model, and the rest."""
+    kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0002", "source": (DATA / "triton_rmsnorm.py").read_text(),
+                "dtype": "fp32"}]
+    result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, tmp_path / "work", size="small",
+                                       trials=1, timeout_s=120)
+    assert result.correct, result.detail
+    sites = {row["site"]: row for row in result.sites}
+    assert set(sites) == {"rmsnorm", "rest"}
+    assert sites["rmsnorm"]["before_ms"] > 0 and sites["rmsnorm"]["after_ms"] > 0
+    # the interpreter runs the Triton kernel in Python: the swapped modules got slower on the CPU, and it shows
+    assert sites["rmsnorm"]["after_ms"] > sites["rmsnorm"]["before_ms"]
+    assert "rmsnorm modules" in result.detail and "rest of the forward" in result.detail
+    assert result.spread is None  # one round on the CPU: no spread to report

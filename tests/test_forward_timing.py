@@ -1,0 +1,67 @@
+"""Interleaved forward timing and per-site timing (CPU: the host clock; the same code records CUDA events)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+from autokernel.engine.forward_timing import SiteTimer, breakdown_text, site_breakdown, time_interleaved
+
+
+class Sleepy(nn.Module):
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    def forward(self, x):
+        time.sleep(self.seconds)
+        return x + 1
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.slow = Sleepy(0.03)
+        self.fast = Sleepy(0.0)
+        self.other = Sleepy(0.01)
+
+    def forward(self, x):
+        return self.other(self.fast(self.slow(x)))
+
+
+def test_rounds_rotate_the_order_so_drift_is_shared():
+    calls = []
+    fns = {name: (lambda n=name: calls.append(n)) for name in ("a", "b", "c")}
+    times = time_interleaved(fns, "cpu", rounds=3)
+    assert calls == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert set(times) == {"a", "b", "c"} and all(t.rounds == 3 and t.ms >= 0 for t in times.values())
+
+
+def test_spread_is_the_range_of_round_medians_over_the_median():
+    state = {"n": 0}
+
+    def drifting():  # each call slower than the last: what a heating GPU looks like
+        state["n"] += 1
+        time.sleep(0.005 * state["n"])
+
+    t = time_interleaved({"x": drifting}, "cpu", rounds=3)["x"]
+    assert 0.7 < t.spread < 1.3 and t.ms > 0.008  # (15 - 5) / 10 ms, give or take the sleeps' slop
+
+
+def test_site_timer_splits_the_forward_into_the_watched_modules_and_the_rest():
+    net = Net()
+    timer = SiteTimer(net, [("slow", "norm"), ("fast", "norm"), ("missing", "x")], "cpu")
+    before = timer.measure(lambda: net(torch.zeros(1)), forwards=2)
+    timer.close()
+    assert 25 < before["norm"] < 100 and before["forward"] >= before["norm"] + 8
+    net.slow.seconds = 0.0  # "the swap": the watched module got faster
+    timer = SiteTimer(net, [("slow", "norm"), ("fast", "norm")], "cpu")
+    after = timer.measure(lambda: net(torch.zeros(1)), forwards=1)
+    timer.close()
+    rows = {r["site"]: r for r in site_breakdown(before, after)}
+    assert rows["norm"]["before_ms"] > 25 and rows["norm"]["after_ms"] < 5
+    assert 8 < rows["rest"]["before_ms"] < 30 and 8 < rows["rest"]["after_ms"] < 30
+    assert "norm modules" in breakdown_text(list(rows.values()))
+    assert not net.slow._forward_hooks and not net.slow._forward_pre_hooks  # close() removed its hooks
