@@ -134,6 +134,11 @@ def optimize_page(opt: dict, log: str) -> str:
                 f"- forward: {integ['model_ms']:.3f} ms with the kernels, eager {integ['eager_ms']:.3f} ms, "
                 f"torch.compile {integ['compile_ms']:.3f} ms: {integ['speedup_eager']:.2f}× eager, "
                 f"{integ['speedup_compile']:.2f}× torch.compile"]
+        if integ.get("sites"):
+            out += ["", "Where the forward's time went, before and after the swap (device events around each "
+                    "swapped module, 3 forwards):", "", "| part | before ms | after ms |", "|---|---:|---:|"]
+            out += [f"| {'the rest of the forward' if r['site'] == 'rest' else r['site'] + ' modules'} | "
+                    f"{r['before_ms']:.3f} | {r['after_ms']:.3f} |" for r in integ["sites"]]
     out += ["", "The experiments, as the headless run printed them:", "", "```",
             *[ln for ln in log.splitlines() if ln.startswith(("#", "==", "integration", "   "))], "```"]
     return "\n".join(out) + "\n"
