@@ -135,6 +135,7 @@ class StageResult(Event):
     status: str = "running"
     detail: str = ""
     seconds: float = 0.0
+    dtypes: list = field(default_factory=list)  # screened in these dtypes only; empty: every dtype of the spec
 
 
 @dataclass

@@ -224,6 +224,9 @@ class CheckContext:
     extra_shapes: list[dict] = field(default_factory=list)
     out_dtype_cache: dict = field(default_factory=dict)
     own_kernel_seen: bool = False
+    # A subset of the spec's dtypes to check (the search screens candidates in the target's dtype and
+    # checks every dtype only before it keeps one); None: all of them.
+    dtypes: tuple | None = None
 
     @property
     def interpreter(self) -> bool:
@@ -460,7 +463,14 @@ def is_device_fault(e: BaseException) -> bool:
 
 
 def _dtypes(ctx: CheckContext) -> tuple[torch.dtype, ...]:
-    return ctx.spec.dtypes
+    return tuple(ctx.dtypes) if ctx.dtypes else ctx.spec.dtypes
+
+
+def _dtypes_text(ctx: CheckContext) -> str:
+    """'3 dtypes', or 'bf16 only' when screening in a subset."""
+    if ctx.dtypes and tuple(ctx.dtypes) != tuple(ctx.spec.dtypes):
+        return "/".join(_dtype_name(d) for d in _dtypes(ctx)) + " only"
+    return f"{len(_dtypes(ctx))} dtypes"
 
 
 def stage_smoke(ctx: CheckContext) -> str:
@@ -520,7 +530,7 @@ def stage_shape_sweep(ctx: CheckContext) -> str:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype)
     note = f"; {skipped} shape(s) too large for the CPU interpreter skipped" if skipped else ""
-    return f"{len(shapes)} shapes x {len(_dtypes(ctx))} dtypes{note}"
+    return f"{len(shapes)} shapes x {_dtypes_text(ctx)}{note}"
 
 
 def _stability_shapes(ctx: CheckContext) -> list[dict]:
@@ -542,7 +552,7 @@ def stage_stability(ctx: CheckContext) -> str:
             for mode in modes:
                 trial(ctx, shape, dtype, mode)
     extra = f" (the odd shape in {_dtype_name(_dtypes(ctx)[0])} only on the CPU interpreter)" if ctx.interpreter and len(shapes) > 1 else ""
-    return f"{', '.join(modes)} inputs on {len(shapes)} shapes x {len(_dtypes(ctx))} dtypes{extra}"
+    return f"{', '.join(modes)} inputs on {len(shapes)} shapes x {_dtypes_text(ctx)}{extra}"
 
 
 def stage_determinism(ctx: CheckContext) -> str:
@@ -565,7 +575,7 @@ def stage_determinism(ctx: CheckContext) -> str:
                 diff = (a.double() - b.double()).abs()
                 raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} differs from run 1 "
                                    f"(max difference {float(diff.nan_to_num(nan=math.inf).max()):.3g}) on the same input")
-    return f"3 runs bitwise identical at {_fmt_shape(shape)} x {len(_dtypes(ctx))} dtypes"
+    return f"3 runs bitwise identical at {_fmt_shape(shape)} x {_dtypes_text(ctx)}"
 
 
 def stage_edge_cases(ctx: CheckContext) -> str:
@@ -580,7 +590,7 @@ def stage_edge_cases(ctx: CheckContext) -> str:
     for shape in views:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype, noncontig=True)
-    return f"{len(shapes)} edge shapes and {len(views)} non-contiguous views x {len(_dtypes(ctx))} dtypes"
+    return f"{len(shapes)} edge shapes and {len(views)} non-contiguous views x {_dtypes_text(ctx)}"
 
 
 STAGE_FUNCS: dict[str, Callable[[CheckContext], str]] = {

@@ -295,7 +295,7 @@ class TargetSearch:
         if c.bench is None:
             failed_stage = any(st not in ("pass", "running", "pending") for st, _ in c.stages.values())
             if not c.passed and not failed_stage:
-                self._check(c, path)
+                self._check(c, path, dtypes=self._screen_dtypes(c))
             if not c.passed:
                 ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
                                      reason=c.failure or "did not pass every stage"))
@@ -305,26 +305,56 @@ class TargetSearch:
                 return
         self._decide(c)
 
-    def _check(self, c: CandidateRecord, path: Path) -> None:
+    def _screen_dtypes(self, c: CandidateRecord) -> list[str]:
+        """The dtypes a new candidate is first checked in: only the target's, once a best exists.
+
+        Each dtype costs a Triton compile per shape, so screening in one cuts most of an experiment's
+        check time; a candidate that would be kept is checked in every dtype first (`_full_check`), so
+        a kept kernel is always checked as fully as the starter was. [] (every dtype): the starter,
+        the first passing kernel, a whole problem (one dtype), a spec that has only the target's."""
+        dtypes = getattr(self.spec, "dtypes", None)
+        if self.t.best is None or c.is_starter or self.whole_problem or not dtypes or len(dtypes) < 2:
+            return []
+        from autokernel.kernels.spec import DTYPE_NAMES
+
+        names = [DTYPE_NAMES.get(d) for d in dtypes]
+        return [self.t.dtype] if self.t.dtype in names else []
+
+    def _full_check(self, c: CandidateRecord) -> bool:
+        """Check a screened candidate in every dtype before it is kept; False (decided: failed) if it fails."""
+        if c.fully_checked:
+            return True
+        self._check(c, candidate_path(self.ctx.workdir, c, self.starter_path), dtypes=[])
+        if c.passed:
+            return True
+        self.ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=self.t.name, decision="failed",
+                                  reason=f"faster, and right in {self.t.dtype}, but the check in every dtype failed: "
+                                         f"{c.failure or 'did not pass every stage'}"))
+        return False
+
+    def _check(self, c: CandidateRecord, path: Path, dtypes: list[str] | None = None) -> None:
         ctx, t = self.ctx, self.t
         reported: set[str] = set()
+        screened = list(dtypes or [])
 
         def on_stage(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
             ctx.control.drain()
             if status in ("pass", "fail", "crash", "timeout", "skipped"):
                 reported.add(stage)
             ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,
-                                    detail=str(detail or ""), seconds=float(seconds or 0.0)))
+                                    detail=str(detail or ""), seconds=float(seconds or 0.0), dtypes=screened))
 
         try:
             report = ctx.worker.check(str(path), kernel=t.name, backend=t.backend, on_stage=on_stage,
-                                      extra_shapes=[dict(t.shape)] if t.shape else None, **self._problem_args())
+                                      extra_shapes=[dict(t.shape)] if t.shape else None,
+                                      **({"dtypes": screened} if screened else {}), **self._problem_args())
         except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
             for s in STAGES:
                 if s not in reported:
                     ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s,
                                             status="crash" if s == STAGES[0] else "skipped",
-                                            detail=f"worker error: {type(e).__name__}: {e}" if s == STAGES[0] else ""))
+                                            detail=f"worker error: {type(e).__name__}: {e}" if s == STAGES[0] else "",
+                                            dtypes=screened))
                     break
             return
         outcomes = {s.name: s for s in report.stages}
@@ -334,13 +364,14 @@ class TargetSearch:
             o = outcomes.get(s)
             if o is not None:
                 ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status=o.status,
-                                        detail=o.detail, seconds=o.seconds))
+                                        detail=o.detail, seconds=o.seconds, dtypes=screened))
             elif report.error and not reported:
-                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status="fail", detail=report.error))
+                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status="fail", detail=report.error,
+                                        dtypes=screened))
                 break
         if not report.passed and c.passed:  # the report disagrees with the stages: trust the report
             ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=STAGES[-1], status="fail",
-                                    detail=report.error or "the harness did not pass this candidate"))
+                                    detail=report.error or "the harness did not pass this candidate", dtypes=screened))
 
     def _bench(self, c: CandidateRecord, path: Path) -> None:
         ctx, t = self.ctx, self.t
@@ -378,6 +409,8 @@ class TargetSearch:
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="discarded",
                                  reason=f"{ms:.4g} ms is not faster than the best ({best.kernel_ms:.4g} ms) "
                                         f"by more than {ctx.limits.noise_margin:.0%}{label}"))
+            return
+        if not self._full_check(c):
             return
         gain = best.kernel_ms / ms
         why = f"{ms:.4g} ms vs best {best.kernel_ms:.4g} ms ({gain:.2f}x){label}"

@@ -32,6 +32,7 @@ class CandidateRecord:
     source: str
     params: dict
     stages: dict[str, tuple[str, str]] = field(default_factory=dict)  # stage -> (status, detail)
+    stage_dtypes: dict[str, tuple] = field(default_factory=dict)  # stage -> dtypes it was screened in (empty: all)
     bench: dict[str, Any] | None = None  # BenchResult payload
     decision: str | None = None  # kept | discarded | rejected | failed
     decision_by: str = ""
@@ -45,6 +46,11 @@ class CandidateRecord:
     @property
     def passed(self) -> bool:
         return all(self.stages.get(s, ("", ""))[0] == "pass" for s in STAGES)
+
+    @property
+    def fully_checked(self) -> bool:
+        """Passed every stage in every dtype of its spec, not only in the target's (screening)."""
+        return self.passed and not any(self.stage_dtypes.get(s) for s in STAGES)
 
     @property
     def failure(self) -> str:
@@ -171,6 +177,7 @@ class SearchState:
             c = self.candidate(e.candidate_id)
             if c is not None:
                 c.stages[e.stage] = (e.status, e.detail)
+                c.stage_dtypes[e.stage] = tuple(e.dtypes or ())
         elif isinstance(e, ev.BenchResult):
             c = self.candidate(e.candidate_id)
             if c is not None:

@@ -172,15 +172,16 @@ class Worker:
 
     def check(self, path: str, kernel: str, backend: str = "triton", on_stage: StageCallback | None = None,
               extra_shapes: list[dict] | None = None, problem: str | None = None,
-              size: str | None = None) -> CheckReport:
+              size: str | None = None, dtypes: list[str] | None = None) -> CheckReport:
         """The five stages on one candidate file, with live progress through `on_stage`. With `problem`
         (a problem file) the candidate is a whole-problem ModelNew (`engine/problem_spec.py`), the
-        problem built at `size`."""
+        problem built at `size`. `dtypes` (names) checks only those of the spec's dtypes (screening)."""
         report = CheckReport(kernel=kernel, backend=backend, device=self.device, candidate=str(path))
         notify = on_stage or (lambda *a: None)
         try:
             self._send(("check", {"path": str(path), "kernel": kernel, "backend": backend,
                                   "extra_shapes": extra_shapes or [], "problem": problem, "size": size,
+                                  "dtypes": list(dtypes or []),
                                   "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
         except WorkerDied as e:
             report.error = e.reason
@@ -330,6 +331,17 @@ def _spec_for(req: dict, device: str) -> Any:
     return get_spec(req["kernel"])
 
 
+def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
+    """The spec's dtypes named in `names`, in the spec's order; None (all) when none of them is the spec's."""
+    if not names:
+        return None
+    from autokernel.kernels.spec import dtype_from_name
+
+    wanted = {dtype_from_name(n) for n in names}
+    picked = tuple(d for d in spec.dtypes if d in wanted)
+    return picked or None
+
+
 def _serve(conn: _Duplex, device: str) -> None:
     from dataclasses import asdict
 
@@ -351,7 +363,7 @@ def _serve(conn: _Duplex, device: str) -> None:
         try:
             try:
                 spec = _spec_for(req, device)
-            except Exception as e:  # the problem itself does not load or has no single-tensor output
+            except Exception as e:  # the problem itself does not load or returns no tensor (or tuple of tensors)
                 why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
                 conn.send(("load_error", why))
                 conn.send(("result", why))
@@ -365,7 +377,8 @@ def _serve(conn: _Duplex, device: str) -> None:
                     conn.send(("result", str(e)))
                     continue
                 if kind == "check":
-                    ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]))
+                    ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
+                                               dtypes=_screen_dtypes(spec, req.get("dtypes")))
                     for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
                                                 on_end=lambda o: conn.send(("stage_end", asdict(o)))):
                         pass

@@ -1,7 +1,8 @@
 """Test doubles for the optimize loop's logic only (search order, decisions, budgets, gate, resume).
 
 A fake kernel is a source file whose first line says how the fake harness should judge it:
-`# fake ms=0.8 fail=shape_sweep`. The end-to-end tests use the real worker, profiler and agent.
+`# fake ms=0.8 fail=shape_sweep` (`fail=full:stability`: fails that stage only when checked in every
+dtype, i.e. passes a screening check in the target's dtype). The end-to-end tests use the real worker, profiler and agent.
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ class FakeWorker:
     def __init__(self, delay_s: float = 0.0):
         self.delay_s = delay_s
         self.checked: list[str] = []
+        self.check_dtypes: list[list[str]] = []  # per check: the dtypes asked for ([]: all)
         self.benched: list[str] = []
         self.closed = False
 
-    def check(self, path, kernel, backend, on_stage=None, extra_shapes=None):
+    def check(self, path, kernel, backend, on_stage=None, extra_shapes=None, dtypes=None):
         ms, fail = _parse(Path(path).read_text())
         self.checked.append(Path(path).name)
+        self.check_dtypes.append(list(dtypes or []))
+        if fail.startswith("full:"):
+            fail = "" if dtypes else fail[len("full:"):]
         stages = []
         failed = False
         for s in STAGES:
@@ -106,8 +111,9 @@ class EndlessAgent:
                                Variant(source=fake_source(round(ms * 1.2, 9), tag=f"{self.calls}b"), label="slower")])]
 
 
-def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm"), starter_ms=1.0):
-    """Make `autokernel.kernels` know fake kernel types whose starters are fake kernels."""
+def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm"), starter_ms=1.0, dtypes=None):
+    """Make `autokernel.kernels` know fake kernel types whose starters are fake kernels (with `dtypes`,
+    torch dtypes, the specs have several dtypes and the search screens candidates in one)."""
     import autokernel.kernels as kernels
 
     specs = {}
@@ -117,6 +123,8 @@ def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm
         starter = folder / "starter_triton.py"
         starter.write_text(fake_source(starter_ms, tag=kind))
         specs[kind] = SimpleNamespace(name=kind, starters={"triton": starter}, backends=["triton"], tolerances={})
+        if dtypes:
+            specs[kind].dtypes = tuple(dtypes)
     monkeypatch.setattr(kernels, "available", lambda: list(specs))
     monkeypatch.setattr(kernels, "get_spec", lambda name: specs[name])
     return specs

@@ -165,3 +165,41 @@ def test_listeners_of_a_resumed_session_catch_up_first(tmp_path, monkeypatch):
     assert [(e.type, e.payload()) for e in seen[: len(stored)]] == stored
     assert seen[len(stored)].type == "control" and seen[len(stored)].action == "resume_session"
     assert [(e.type, e.payload()) for e in seen] == [(e.type, e.payload()) for _, e in store.events(sid)]
+
+
+def test_a_run_cut_between_screening_and_the_full_check_keeps_nothing_unchecked(tmp_path, monkeypatch):
+    """Cut after a faster candidate was screened (one dtype) and timed: the resumed run checks it in
+    every dtype before keeping it."""
+    import torch
+
+    install_fake_specs(monkeypatch, tmp_path, kinds=("fakesoft",), dtypes=(torch.float32, torch.bfloat16))
+    (tmp_path / "model.py").write_text("# fake\n")
+    store = Store(tmp_path / "s.db")
+
+    def make(worker, resume=None, listeners=()):
+        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
+                            max_experiments=3, plateau=50, resume=resume)
+        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=worker,
+                               profiler=fake_profiler(kinds=("fakesoft",)))
+
+    class CutWorker(FakeWorker):
+        def check(self, path, *a, dtypes=None, **kw):
+            if Path(path).name == "fakesoft-0002.py" and not dtypes:
+                raise KeyboardInterrupt  # Ctrl-C as the full check of a faster, screened candidate starts
+            return super().check(path, *a, dtypes=dtypes, **kw)
+
+    first_worker = CutWorker()
+    first = make(first_worker)
+    assert first.run()["status"] == "stopped"  # Ctrl-C ends a run as stopped, resumable
+    sid = first.session_id
+    c = SearchState.from_events(sid, store.iter_events(sid)).candidate("fakesoft-0002")
+    assert c.bench is not None and c.decision is None and c.passed and not c.fully_checked
+    assert first_worker.check_dtypes == [[], ["fp32"]]
+
+    worker = FakeWorker()
+    make(worker, resume=sid).run()
+    assert list(zip(worker.checked, worker.check_dtypes))[0] == ("fakesoft-0002.py", [])  # the full check first
+    state = SearchState.from_events(sid, store.iter_events(sid))
+    c = state.candidate("fakesoft-0002")
+    assert c.decision == "kept" and c.fully_checked
+    assert len([b for b in _events(store, sid, ev.BenchResult) if b.candidate_id == "fakesoft-0002"]) == 1

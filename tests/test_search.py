@@ -70,6 +70,39 @@ def test_targets_in_amdahl_order_and_every_decision_recorded(env):
     assert _events(store, sid, ev.SessionDone)[0].status == "completed"
 
 
+def test_candidates_are_screened_in_the_target_dtype_and_checked_in_every_dtype_before_kept(tmp_path, monkeypatch):
+    """A slower candidate costs one dtype's check; a faster one is checked in every dtype before it is
+    kept, and one that is wrong only in another dtype is failed, never kept."""
+    import torch
+
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    install_fake_specs(monkeypatch, tmp_path, kinds=("fakesoft",), dtypes=(torch.float32, torch.float16, torch.bfloat16))
+    model = tmp_path / "model.py"
+    model.write_text("# the fake profiler never reads this\n")
+    worker = FakeWorker()
+    agent = ScriptedAgent(moves=[("m", [(1.5, ""), (0.8, ""), (0.5, "full:stability")]), ("n", [(0.6, "shape_sweep")])])
+    store = Store(tmp_path / "sessions.db")
+    session = OptimizeSession(SessionConfig(model_path=str(model), device="cpu", integrate=False, plateau=9), store, (),
+                              agent=agent, worker=worker, profiler=fake_profiler(kinds=("fakesoft",)))
+    session.run()
+    sid = session.session_id
+    written = {c.candidate_id: c.label for c in _events(store, sid, ev.CandidateWritten)}
+    decisions = {written[d.candidate_id]: d for d in _events(store, sid, ev.Decision)}
+    assert {k: d.decision for k, d in decisions.items()} == {
+        "starter": "kept", "m v0": "discarded", "m v1": "kept", "m v2": "failed", "n v0": "failed"}
+    checks = list(zip(worker.checked, worker.check_dtypes))
+    assert checks == [("starter_triton.py", []),  # the starter: every dtype at once
+                      ("fakesoft-0002.py", ["fp32"]),  # slower: screened only
+                      ("fakesoft-0003.py", ["fp32"]), ("fakesoft-0003.py", []),  # faster: then every dtype
+                      ("fakesoft-0004.py", ["fp32"]), ("fakesoft-0004.py", []),
+                      ("fakesoft-0005.py", ["fp32"])]  # wrong in the target dtype: no second check
+    assert "every dtype failed: stability" in decisions["m v2"].reason
+    # the store says which stage results were a screening
+    stages = [s for s in _events(store, sid, ev.StageResult)
+              if written[s.candidate_id] == "m v1" and s.stage == "smoke" and s.status == "pass"]
+    assert [s.dtypes for s in stages] == [["fp32"], []]
+
+
 def test_approval_gate_approve_one_reject_another(env):
     tmp_path, model = env
     agent = ScriptedAgent(moves=[("a", [(0.8, "")]), ("b", [(0.7, "")])])
