@@ -84,6 +84,8 @@ class BenchRecord:
     # what "eager" and "torch.compile" ran: the spec's idiomatic PyTorch in the inputs' dtype
     # ("idiomatic"), or its fp32 reference where that is how users write the op ("reference")
     baseline: str = "reference"
+    # GB/s of a plain device copy moving the same bytes (GB/s kernels on a GPU): full bandwidth at this size
+    copy_gbs: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

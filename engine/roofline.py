@@ -211,6 +211,30 @@ def _measure_cuda(name: str) -> Ceilings:
     return Ceilings(name, bandwidth, rates, measured=True, launch_us=launch_ms * 1e3, device="cuda")
 
 
+_copy_at: dict[int, float] = {}
+
+
+def copy_gbs_at(nbytes: int) -> float | None:
+    """GB/s (read + write) of a plain device copy that moves `nbytes`, timed as the ceiling is (CUDA).
+
+    The ceiling is a 2 GiB copy; a kernel that moves 64 MB cannot reach it, because launch, ramp-up and
+    the last wave's tail cost the same few microseconds at any size. This says what "full bandwidth"
+    means at a kernel's own size, so a miss at a small shape can be told from a slow kernel. Memoized
+    per size; None off CUDA or for sizes too small to time."""
+    if not torch.cuda.is_available() or nbytes < 2 * 1024 * 1024:
+        return None
+    half = int(nbytes // 2) // 4 * 4
+    if half not in _copy_at:
+        from triton.testing import do_bench
+
+        src = torch.rand(half // 4, device="cuda")
+        dst = torch.empty_like(src)
+        ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=100, return_mode="median")
+        _copy_at[half] = 2 * half / (ms * 1e-3) / 1e9
+        del src, dst
+    return _copy_at[half]
+
+
 def _best_seconds(fn: Callable[[], Any], repeats: int) -> float:
     """The fastest of `repeats` runs: a ceiling is what the machine can do, and a shared CPU
     only ever makes a run slower."""

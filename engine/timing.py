@@ -29,7 +29,7 @@ from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
 from .harness import launch_tracker
 from .results import BenchRecord
-from .roofline import ceilings as device_ceilings
+from .roofline import ceilings as device_ceilings, copy_gbs_at
 
 L2_BYTES = 64 * 1024 * 1024  # larger than the H100's 50 MB and the H200's 60 MB
 MAX_ROTATION_BYTES = 4 * 1024**3
@@ -238,6 +238,7 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         why = "torch.compile is not timed on CPU"
     ceiling = ceil.tflops(dtype) if spec.metric == "TFLOP/s" else ceil.bandwidth_gbs
     achieved = _achieved(spec, shape, dtype, kernel_ms)
+    copy_gbs = copy_gbs_at(spec.bytes_moved(shape, dtype)) if spec.metric == "GB/s" and device == "cuda" else None
     return BenchRecord(
         kernel=spec.name, backend=backend, shape=dict(shape), dtype=dtype_name, device_name=ceil.device_name,
         kernel_ms=kernel_ms, eager_ms=eager_ms, compile_ms=compile_ms, metric=spec.metric, achieved=achieved,
@@ -249,4 +250,5 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         compile_achieved=_achieved(spec, shape, dtype, compile_ms) if compile_ms else None,
         note="; ".join(n for n in (note, why) if n),
         baseline="idiomatic" if spec.baseline is not None else "reference",
+        copy_gbs=copy_gbs,
     )

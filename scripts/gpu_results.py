@@ -57,9 +57,11 @@ def bench_page(bench: dict, versions: str) -> str:
         f"Measured ceilings (same run): copy {ceil['bandwidth_gbs']:.0f} GB/s (read + write), "
         f"bf16 matmul {ceil['matmul_tflops']['bf16']:.0f} TFLOP/s (torch.mm 8192³). dtype bf16, "
         "median of `triton.testing.do_bench` (L2 flushed, rotated random inputs).", "",
-        "| kernel | backend | shape | ms | achieved | % of ceiling | eager ms | compile ms | × eager | × compile |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    sized = any(r.get("copy_gbs") for r in bench["results"])
+    out += ["| kernel | backend | shape | ms | achieved | % of ceiling |" + (" % copy@size |" if sized else "")
+            + " eager ms | compile ms | × eager | × compile |",
+            "|---|---|---|---:|---:|---:|" + ("---:|" if sized else "") + "---:|---:|---:|---:|"]
     stale = False
     for r in bench["results"]:
         spec = get_spec(r["kernel"])
@@ -73,18 +75,111 @@ def bench_page(bench: dict, versions: str) -> str:
             xc = "—" if r["speedup_compile"] is None else f"{r['speedup_compile']:.2f}"
         else:
             eager = comp = xe = xc = "†"
+        at_size = (f" {100 * r['achieved'] / r['copy_gbs']:.0f}% |" if r.get("copy_gbs") else " — |") if sized else ""
         out.append(f"| {r['kernel']} | {r['backend']} | {_shape(r['shape'])} | {r['kernel_ms']:.4f} | {achieved} | "
-                   f"{100 * r['fraction_of_ceiling']:.0f}% | {eager} | {comp} | {xe} | {xc} |")
+                   f"{100 * r['fraction_of_ceiling']:.0f}% |{at_size} {eager} | {comp} | {xe} | {xc} |")
+    if sized:
+        out += ["", "% copy@size: the kernel's GB/s over a plain device copy (`dst.copy_(src)`) that moves the same "
+                "bytes, timed in the same run (do_bench, L2 flushed): what full bandwidth means at that size."]
     if stale:
         out += ["", "† Not shown: this run timed eager and torch.compile on the fp32 reference (the correctness "
                 "judge, e.g. an fp32 matmul for bf16 inputs), not on idiomatic PyTorch in bf16, which made "
                 "those speedups 5–15× too large. The kernel's own time, throughput and fraction of the ceiling "
                 "are unaffected. rmsnorm (Llama's fp32 form) and cross_entropy (fp32 logits, as HF computes "
                 "the loss) have the idiomatic form as their reference, so their columns stand."]
+    out += targets_section(bench)
     if bench.get("failed"):
         out += ["", "## Starters that failed the harness in this run (not timed)", ""]
         out += [f"- {f['kernel']} ({f['backend']}): {f['reason']}" for f in bench["failed"]]
     return "\n".join(out) + "\n"
+
+
+MEMORY_BOUND = ("softmax", "layernorm", "rmsnorm", "cross_entropy", "rotary_embedding", "reduce")
+
+
+def _comparable(r: dict) -> bool:
+    return "baseline" in r or get_spec(r["kernel"]).baseline is None
+
+
+def _target_row(name: str, measured: str, met: bool | None) -> str:
+    verdict = "not measured in this run" if met is None else ("met" if met else "**missed**")
+    return f"| {name} | {measured} | {verdict} |"
+
+
+def targets_section(bench: dict) -> list[str]:
+    """Issue 4's targets, each with what this run measured and whether it is met (None: not measured)."""
+    rows = bench["results"]
+    out = ["", "## The kernel library's targets, against this run", "",
+           "| target | measured | verdict |", "|---|---|---|"]
+    for kind in MEMORY_BOUND:
+        mine = [r for r in rows if r["kernel"] == kind and r["backend"] == "triton"]
+        if not mine:
+            out.append(_target_row(f"{kind} (Triton) ≥ 90% of copy bandwidth at every shape", "—", None))
+            continue
+        low = [r for r in mine if r["fraction_of_ceiling"] < 0.9]
+        worst = min(mine, key=lambda r: r["fraction_of_ceiling"])
+        copy_note = (f" (a plain copy of the same bytes: {100 * worst['copy_gbs'] / worst['ceiling']:.0f}%)"
+                     if worst.get("copy_gbs") else "")
+        out.append(_target_row(
+            f"{kind} (Triton) ≥ 90% of copy bandwidth at every shape",
+            f"{len(mine) - len(low)} of {len(mine)} shapes; lowest {100 * worst['fraction_of_ceiling']:.0f}% at "
+            f"{_shape(worst['shape'])}{copy_note}", not low))
+        timed = [r for r in mine if _comparable(r) and r.get("speedup_compile")]
+        if timed:
+            slow = [r for r in timed if r["speedup_compile"] < 1.0]
+            worst = min(timed, key=lambda r: r["speedup_compile"])
+            out.append(_target_row(f"{kind} (Triton) not slower than torch.compile at any shape",
+                                   f"{len(timed) - len(slow)} of {len(timed)} shapes; lowest "
+                                   f"{worst['speedup_compile']:.2f}× at {_shape(worst['shape'])}", not slow))
+        else:
+            out.append(_target_row(f"{kind} (Triton) not slower than torch.compile at any shape", "—", None))
+    for kind, what, need, pick in (
+            ("matmul", "matmul (Triton) ≥ 90% of torch.matmul at 4096³ and 8192³", 0.9,
+             lambda r: r["shape"].get("M") == r["shape"].get("N") == r["shape"].get("K") in (4096, 8192)),
+            ("fused_mlp", "fused_mlp (Triton) at least as fast as eager three-matmul SwiGLU", 1.0, lambda r: True),
+            ("flash_attention", "flash_attention (Triton) ≥ 70% of SDPA at head dim 128, seq 4096", 0.7,
+             lambda r: r["shape"].get("D", r["shape"].get("head_dim")) == 128
+             and r["shape"].get("S", r["shape"].get("seq")) == 4096)):
+        mine = [r for r in rows if r["kernel"] == kind and r["backend"] == "triton" and pick(r) and _comparable(r)]
+        if not mine:
+            out.append(_target_row(what, "—", None))
+            continue
+        worst = min(mine, key=lambda r: r["speedup_eager"])
+        out.append(_target_row(what, f"lowest {worst['speedup_eager']:.2f}× eager at {_shape(worst['shape'])}",
+                               all(r["speedup_eager"] >= need for r in mine)))
+    triton = {(r["kernel"], json.dumps(r["shape"], sort_keys=True)): r for r in rows if r["backend"] == "triton"}
+    ratios = []
+    for r in rows:
+        t = triton.get((r["kernel"], json.dumps(r["shape"], sort_keys=True)))
+        if r["backend"] == "cuda" and t and r["kernel_ms"] > 0:
+            ratios.append((t["kernel_ms"] / r["kernel_ms"], r))
+    if ratios:
+        low = [x for x in ratios if x[0] < 0.7]
+        worst = min(ratios, key=lambda x: x[0])
+        wins = sorted({r["kernel"] for ratio, r in ratios if ratio > 1.02})
+        out.append(_target_row(
+            "CUDA C++ starters ≥ 70% of the Triton starter's throughput",
+            f"{len(ratios) - len(low)} of {len(ratios)} shapes; lowest {worst[0]:.2f} ({worst[1]['kernel']} "
+            f"{_shape(worst[1]['shape'])})" + (f"; CUDA is faster somewhere for {', '.join(wins)}" if wins else ""),
+            not low))
+    return out
+
+
+def kernelbench_page(report: dict, versions: str) -> str:
+    """The batch's score table and fast_p, as `autokernel kernelbench` printed them, from its --json."""
+    import io
+
+    from autokernel.engine.commands.kernelbench import print_report
+
+    text = io.StringIO()
+    print_report(report, text)
+    return "\n".join([
+        "# KernelBench mode on the H100: our own problem files", "", "```", versions.strip(), "```", "",
+        "`autokernel kernelbench tests/kernelbench_problems --device cuda --max-experiments-per-problem "
+        "${KB_EXPERIMENTS:-10} --json` (`scripts/gpu_suite.sh kernelbench`): each problem profiled, its "
+        "bottlenecks optimized by the playbook agent, a standalone ModelNew assembled from the kept kernels, "
+        "checked KernelBench's way (fresh inputs, atol = rtol = 1e-2) and timed against the problem's Model "
+        "eager and under torch.compile.", "", "```", text.getvalue().rstrip(), "```"]) + "\n"
 
 
 def checks_page(verdicts: dict[str, str], versions: str) -> str:
@@ -175,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         log = files["optimize.log"].read_text() if "optimize.log" in files else ""
         (args.out / "optimize.md").write_text(optimize_page(json.loads(files["optimize.json"].read_text()), log))
         written.append("optimize.md")
+    if "kernelbench.json" in files:
+        (args.out / "kernelbench.md").write_text(kernelbench_page(json.loads(files["kernelbench.json"].read_text()),
+                                                                 versions))
+        written.append("kernelbench.md")
     (raw / "PROVENANCE.txt").write_text("the pages were made from (a later run's file replaces an earlier one's):\n"
                                         + "\n".join(provenance) + "\n")
     print("wrote " + ", ".join(str(args.out / w) for w in written))

@@ -94,6 +94,7 @@ def test_rmsnorm_starter_passes_and_times(worker):
     (rec,) = worker.bench(path, kernel="rmsnorm", shapes=[{"rows": 16, "cols": 256}], dtype="fp32")
     assert rec.meaningful is False and rec.kernel_ms > 0 and rec.eager_ms > 0 and rec.metric == "GB/s"
     assert rec.compile_ms is None and "not timed on CPU" in rec.note
+    assert rec.copy_gbs is None  # the size-matched copy is a GPU measurement
 
 
 def _cli(*args):

@@ -82,3 +82,13 @@ def test_processes_measuring_at_once_agree(tmp_path, monkeypatch):
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert outs[0] == outs[1]
     assert list(json.loads((tmp_path / "ceilings.json").read_text()).values()) == [outs[0]]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_copy_of_a_kernels_own_size_is_measured_once_per_size():
+    from autokernel.engine.roofline import copy_gbs_at
+
+    small, large = copy_gbs_at(64 * 2**20), copy_gbs_at(2 * 2**30)
+    assert 0 < small and 0 < large and small < 1.2 * large  # a small copy is never much faster than a large one
+    assert copy_gbs_at(64 * 2**20) == small  # memoized
+    assert copy_gbs_at(1024) is None  # too small to time

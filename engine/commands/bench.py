@@ -119,14 +119,19 @@ def run(args: argparse.Namespace) -> int:
     if device != "cuda":
         title += "  [yellow](CPU, Triton interpreter: timings NOT meaningful)[/]"
     table = Table(title=title, title_justify="left")
-    for col in ("kernel", "backend", "shape", "ms", "achieved", "% ceiling", "eager ms", "compile ms", "x eager", "x compile"):
+    for col in ("kernel", "backend", "shape", "ms", "achieved", "% ceiling", "% copy@size", "eager ms", "compile ms",
+                "x eager", "x compile"):
         table.add_column(col, justify="left" if col in ("kernel", "backend", "shape") else "right")
     for r in results:
         table.add_row(r.kernel, r.backend, _shape(r.shape), f"{r.kernel_ms:.4f}", f"{r.achieved:,.0f} {r.metric}"
                       if r.achieved >= 10 else f"{r.achieved:.3g} {r.metric}", f"{100 * r.fraction_of_ceiling:.0f}%",
+                      f"{100 * r.achieved / r.copy_gbs:.0f}%" if r.copy_gbs else "-",
                       f"{r.eager_ms:.4f}", "-" if r.compile_ms is None else f"{r.compile_ms:.4f}",
                       f"{r.speedup_eager:.2f}", "-" if r.speedup_compile is None else f"{r.speedup_compile:.2f}")
     console.print(table)
+    if any(r.copy_gbs for r in results):
+        console.print("% copy@size: the kernel's GB/s over a plain device copy that moves the same bytes (what full "
+                      "bandwidth means at that size)")
     for f in failures:
         console.print(f"[red]{f['kernel']} ({f['backend']})[/]: {escape(f['reason'])}")
     console.print(f"session {sid}")
