@@ -17,10 +17,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from autokernel.engine.forward_timing import part_name
 from autokernel.kernels import get_spec
 
 RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
-       "pytest_gpu.txt", "kernelbench.json")
+       "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log")
 
 
 def _shape(shape: dict) -> str:
@@ -212,8 +213,9 @@ def profile_page(profile: dict, table: str, versions: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def optimize_page(opt: dict, log: str) -> str:
-    out = ["# One optimize session on the bundled Llama (large) on the H100", "",
+def optimize_page(opt: dict, log: str, title: str = "One optimize session on the bundled Llama (large) on the H100",
+                  intro: str = "") -> str:
+    out = [f"# {title}", "", *([intro, ""] if intro else []),
            f"Session `{opt['session_id']}`: {opt['experiments']} experiments, {opt['ideas']} ideas.", "",
            "| target | shape | dtype | status | experiments | best | best ms | × eager | × compile | % ceiling |",
            "|---|---|---|---|---:|---|---:|---:|---:|---:|"]
@@ -232,7 +234,7 @@ def optimize_page(opt: dict, log: str) -> str:
         if integ.get("sites"):
             out += ["", "Where the forward's time went, before and after the swap (device events around each "
                     "swapped module, 3 forwards):", "", "| part | before ms | after ms |", "|---|---:|---:|"]
-            out += [f"| {'the rest of the forward' if r['site'] == 'rest' else r['site'] + ' modules'} | "
+            out += [f"| {part_name(r)} | "
                     f"{r['before_ms']:.3f} | {r['after_ms']:.3f} |" for r in integ["sites"]]
     out += ["", "The experiments, as the headless run printed them:", "", "```",
             *[ln for ln in log.splitlines() if ln.startswith(("#", "==", "integration", "   "))], "```"]
@@ -270,6 +272,17 @@ def main(argv: list[str] | None = None) -> int:
         log = files["optimize.log"].read_text() if "optimize.log" in files else ""
         (args.out / "optimize.md").write_text(optimize_page(json.loads(files["optimize.json"].read_text()), log))
         written.append("optimize.md")
+    if "hotspots.json" in files:
+        log = files["hotspots.log"].read_text() if "hotspots.log" in files else ""
+        hot = json.loads(files["hotspots.json"].read_text())
+        reached = {t["target"]: (t.get("fraction_of_ceiling") or 0.0) >= 0.9 for t in hot["targets"]}
+        intro = ("`scripts/gpu_suite.sh hotspots`: `autokernel optimize llama_hotspots --headless --device cuda "
+                 "--size large` with the playbook agent, from the starters (issue 5's target: rmsnorm, softmax and "
+                 "cross_entropy at the Llama example's shapes at 90% of copy bandwidth within 100 experiments). "
+                 "Reached 90%: " + (", ".join(f"{k} {'yes' if v else 'no'}" for k, v in reached.items()) or "none"))
+        (args.out / "hotspots.md").write_text(optimize_page(hot, log, "The Llama's memory-bound hot spots, optimized on "
+                                                             "the H100", intro))
+        written.append("hotspots.md")
     if "kernelbench.json" in files:
         (args.out / "kernelbench.md").write_text(kernelbench_page(json.loads(files["kernelbench.json"].read_text()),
                                                                  versions))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench optimize gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench optimize hotspots gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -85,6 +85,14 @@ step_optimize() {
   ak optimize --headless --device cuda --size large --max-experiments "${MAX_EXPERIMENTS:-100}" \
     --budget "${OPT_BUDGET:-8m}" --plateau "${PLATEAU:-15}" --json > "$RESULTS/optimize.json" 2> "$RESULTS/optimize.log"
   echo "optimize rc=$?"; tail -5 "$RESULTS/optimize.log"
+}
+
+step_hotspots() {
+  # Issue 5's bandwidth target: rmsnorm, softmax and cross_entropy at the Llama example's shapes, from
+  # the starters, by the playbook agent, one session through all three (engine/examples/llama_hotspots.py).
+  ak optimize llama_hotspots --headless --device cuda --size large --max-experiments "${HOT_EXPERIMENTS:-300}" \
+    --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-30}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
+  echo "hotspots rc=$?"; tail -8 "$RESULTS/hotspots.log"
 }
 
 step_gputests() {

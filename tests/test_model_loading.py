@@ -173,3 +173,14 @@ def test_large_examples_fit_a_gpu(name, monkeypatch):
         assert loss.shape == () and logits.dtype == torch.bfloat16
         assert logits.shape[0] * logits.shape[1] >= 8192  # tokens per forward: enough to fill an H100
         assert logits.numel() * 2 < 2e9
+
+
+def test_every_command_takes_an_examples_name_where_it_takes_a_file(tmp_path):
+    from autokernel.engine.commands.common import resolve_model_path
+
+    assert resolve_model_path(None) == example_path("llama")
+    assert resolve_model_path("llama_hotspots") == example_path("llama_hotspots")
+    mine = tmp_path / "mine.py"
+    assert resolve_model_path(str(mine)) == mine  # a path stays a path (the loader says it is missing)
+    p = _run_cli("optimize", "no_such_example", "--headless", "--device", "cpu", "--db", str(tmp_path / "s.db"))
+    assert p.returncode == 2 and "no_such_example does not exist" in p.stderr

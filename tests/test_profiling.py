@@ -192,6 +192,18 @@ def test_convnet_example_profiles():
     assert any(r.kind == "softmax" for r in result.rows)
 
 
+def test_llama_hotspots_example_is_the_three_memory_bound_targets_at_the_llamas_shapes():
+    result = profile_model(load_model(example_path("llama_hotspots"), "cpu"), warmup=1, iters=1, ceilings=CEIL)
+    rows = {r.kind: r for r in result.rows}
+    assert set(rows) == {"rmsnorm", "softmax", "cross_entropy"}
+    from autokernel.engine.examples.llama import CONFIGS
+
+    c = CONFIGS["small"]
+    assert rows["rmsnorm"].target_shape == {"rows": c["batch"] * c["seq"], "cols": c["dim"]}
+    assert rows["softmax"].target_shape == {"rows": c["batch"] * c["heads"] * c["seq"], "cols": c["seq"]}
+    assert rows["cross_entropy"].target_shape == {"rows": c["batch"] * c["seq"], "vocab": c["vocab"]}
+
+
 # -- the attribution rules on their own --------------------------------------------------------------
 def test_operator_names():
     assert kind_of_op("aten::linear") == kind_of_op("aten::bmm") == "matmul"

@@ -17,6 +17,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from autokernel.engine.commands.common import resolve_model_path
 from autokernel.engine.commands.optimize import parse_duration
 from autokernel.engine.errors import UserError
 from autokernel.engine.session_state import load_timeline
@@ -136,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="autokernel-tui",
         description="Watch and steer the optimization of a PyTorch model's kernels; replay past sessions.")
     p.add_argument("model", nargs="?", default=None, metavar="MODEL.py",
-                   help="a KernelBench-style model file (default: the bundled Llama example)")
+                   help="a KernelBench-style model file, or the name of a bundled example (default: llama)")
     p.add_argument("--agent", default="playbook", help="playbook (offline, default) or a litellm model string")
     p.add_argument("--budget", default=None, help="wall-time budget, e.g. 2h, 90m, 1h30m")
     p.add_argument("--max-experiments", type=int, default=None, metavar="N",
@@ -161,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
 def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> AutokernelApp:
     """The app the arguments ask for; user errors (bad flags, unknown session) raise before any screen."""
     store = Store(args.db)
-    config = {"model_path": args.model, "device": args.device, "agent": args.agent, "approval": args.approval,
+    config = {"model_path": str(resolve_model_path(args.model)) if args.model else None, "device": args.device, "agent": args.agent, "approval": args.approval,
               "max_experiments": args.max_experiments, "budget_s": parse_duration(args.budget) if args.budget else None,
               "max_cost_usd": args.max_cost, "size": args.size, "resume": args.resume}
     if args.replay:

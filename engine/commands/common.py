@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 from ..store import Store, default_db_path
@@ -87,3 +88,20 @@ class BackgroundRun:
         if "error" in self._box:
             raise self._box["error"]
         return self._box.get("result")
+
+
+def resolve_model_path(ref: str | None) -> Path:
+    """A file path, or the name of a bundled example (`llama`, `convnet`, `llama_hotspots`); the Llama example if None.
+
+    Every command that takes a model (profile, optimize, the TUI) resolves it here, so an example's name
+    works wherever a file does."""
+    from ..examples import example_path, names
+
+    if ref is None:
+        return example_path("llama")
+    path = Path(ref).expanduser()
+    if path.exists() or ref.endswith(".py") or "/" in ref:
+        return path
+    if ref in names():
+        return example_path(ref)
+    return path  # the loader reports it missing

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from .. import events as ev
 from ..errors import UserError
 from ..results import STAGES
-from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
 
 HELP = "run the optimize loop headless: profile, search kernels per bottleneck, integrate (see also the TUI)"
 
@@ -42,7 +42,7 @@ def parse_duration(text: str) -> float:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", metavar="MODEL.py", default=None,
-                   help="a KernelBench-style model file (default: the bundled Llama example)")
+                   help="a KernelBench-style model file, or the name of a bundled example (default: llama)")
     p.add_argument("--headless", action="store_true",
                    help="no screen: print one line per experiment (without it the TUI shows the session)")
     p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plateau <= 0:
         raise UserError("--plateau must be a positive number")
     config = SessionConfig(
-        model_path=args.model, device=args.device, agent=args.agent, approval=args.approval,
+        model_path=str(resolve_model_path(args.model)) if args.model else None, device=args.device, agent=args.agent,
+        approval=args.approval,
         max_experiments=args.max_experiments, budget_s=parse_duration(args.budget) if args.budget else None,
         max_cost_usd=args.max_cost, size=args.size, resume=args.resume, plateau=args.plateau,
         integrate=not args.no_integrate, api_base=args.api_base, backend=args.backend,

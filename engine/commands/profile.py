@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import events as ev
 from ..errors import UserError
 from ..store import Recorder
-from .common import add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+from .common import add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
 
 HELP = "profile a model: time per kernel type, its floor on this device, and the Amdahl-ranked speedup bound"
 
@@ -37,20 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip Python stacks: kernels written as plain functions are then split into their operators")
     p.add_argument("--trace", metavar="PATH", default=None,
                    help="also write the raw profile as a Chrome trace (open in Perfetto or chrome://tracing)")
-
-
-def resolve_model_path(ref: str | None) -> Path:
-    """A file path, or the name of a bundled example (`llama`, `convnet`); the Llama example if None."""
-    from ..examples import example_path, names
-
-    if ref is None:
-        return example_path("llama")
-    path = Path(ref).expanduser()
-    if path.exists() or ref.endswith(".py") or "/" in ref:
-        return path
-    if ref in names():
-        return example_path(ref)
-    return path  # the loader reports it missing
 
 
 def _fmt_ms(x: float) -> str:
