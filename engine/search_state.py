@@ -8,6 +8,7 @@ where the last written event left it.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,9 @@ class CandidateRecord:
     decision_by: str = ""
     reason: str = ""
     awaiting: bool = False
+    written_ts: float = 0.0  # when it was written, and when decided: an experiment's wall time
+    decided_ts: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # stage -> seconds, summed over its checks
 
     @property
     def is_starter(self) -> bool:
@@ -171,12 +175,14 @@ class SearchState:
             if t is not None:
                 t.candidates[e.candidate_id] = CandidateRecord(
                     e.candidate_id, e.idea_id or None, e.experiment, e.target, e.backend, e.label,
-                    e.parent_id, e.source, dict(e.params or {}))
+                    e.parent_id, e.source, dict(e.params or {}), written_ts=e.ts)
             self.experiments = max(self.experiments, e.experiment)
         elif isinstance(e, ev.StageResult):
             c = self.candidate(e.candidate_id)
             if c is not None:
                 c.stages[e.stage] = (e.status, e.detail)
+                if e.status != "running":
+                    c.stage_seconds[e.stage] = c.stage_seconds.get(e.stage, 0.0) + float(e.seconds or 0.0)
                 c.stage_dtypes[e.stage] = tuple(e.dtypes or ())
         elif isinstance(e, ev.BenchResult):
             c = self.candidate(e.candidate_id)
@@ -191,6 +197,7 @@ class SearchState:
             if c is None:
                 return
             c.decision, c.decision_by, c.reason, c.awaiting = e.decision, e.by, e.reason, False
+            c.decided_ts = e.ts
             t = self.targets[c.target]
             if e.decision == "kept":
                 t.best_id = c.candidate_id
@@ -265,4 +272,20 @@ class SearchState:
             "cost_usd": round(self.cost_usd, 6),
             "targets": targets,
             "integration": integ,
+            "experiment_seconds": self.experiment_seconds(),
         }
+
+    def experiment_seconds(self) -> dict[str, Any] | None:
+        """Wall time per experiment (written to decided), median and slowest, and each stage's median.
+
+        Experiments that waited at the approval gate are left out: the wait is a person's, not the loop's.
+        None before any experiment was decided."""
+        done = [c for t in self.targets.values() for c in t.candidates.values()
+                if c.decided_ts and c.written_ts and c.decision_by in ("", "engine")]
+        if not done:
+            return None
+        spans = sorted(c.decided_ts - c.written_ts for c in done)
+        stages = {s: statistics.median([c.stage_seconds[s] for c in done if s in c.stage_seconds])
+                  for s in STAGES if any(s in c.stage_seconds for c in done)}
+        return {"count": len(spans), "median": round(statistics.median(spans), 3), "max": round(spans[-1], 3),
+                "stages_median": {k: round(v, 3) for k, v in stages.items()}}

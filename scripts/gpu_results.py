@@ -213,10 +213,20 @@ def profile_page(profile: dict, table: str, versions: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _pace(per: dict | None) -> str:
+    """' Per experiment (written to decided): median 7.9 s, slowest 21 s; stages (median s): ...'."""
+    if not per:
+        return ""
+    stages = ", ".join(f"{k} {v:.2g}" for k, v in per.get("stages_median", {}).items())
+    return (f" Per experiment (written to decided, {per['count']} of them): median {per['median']:.3g} s, slowest "
+            f"{per['max']:.3g} s" + (f"; stages, median s: {stages}" if stages else "") + ".")
+
+
 def optimize_page(opt: dict, log: str, title: str = "One optimize session on the bundled Llama (large) on the H100",
                   intro: str = "") -> str:
     out = [f"# {title}", "", *([intro, ""] if intro else []),
-           f"Session `{opt['session_id']}`: {opt['experiments']} experiments, {opt['ideas']} ideas.", "",
+           f"Session `{opt['session_id']}`: {opt['experiments']} experiments, {opt['ideas']} ideas."
+           + _pace(opt.get("experiment_seconds")), "",
            "| target | shape | dtype | status | experiments | best | best ms | × eager | × compile | % ceiling |",
            "|---|---|---|---|---:|---|---:|---:|---:|---:|"]
     for t in opt["targets"]:

@@ -345,6 +345,15 @@ def test_the_loop_itself_costs_little_per_experiment(env):
     assert summary["experiments"] == 40 and per_experiment < 0.1, per_experiment
 
 
+def test_the_summary_reports_the_time_per_experiment_and_per_stage(env):
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, EndlessAgent(), worker=FakeWorker(delay_s=0.1), max_experiments=4,
+                              plateau=100)
+    per = session.run()["experiment_seconds"]
+    assert per["count"] == 4 and 0.1 <= per["median"] <= per["max"] < 5
+    assert set(per["stages_median"]) == {"smoke", "shape_sweep", "stability", "determinism", "edge_cases"}
+
+
 class _LLMLikeAgent(EndlessAgent):
     """Counts usage the way the LLM agent does (a `usage` object), notes retries, fails once with a secret."""
 

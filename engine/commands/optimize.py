@@ -202,8 +202,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     elif summary:
-        print(f"session {summary.get('session_id')}: {summary.get('status')}, {summary.get('experiments')} experiments, "
-              f"{summary.get('elapsed_s')} s; export with: autokernel export {summary.get('session_id')} -o DIR", file=out)
+        per = summary.get("experiment_seconds") or {}
+        pace = f" (median {per['median']:.3g} s per experiment)" if per.get("median") is not None else ""
+        print(f"session {summary.get('session_id')}: {summary.get('status')}, {summary.get('experiments')} experiments"
+              f"{pace}, {summary.get('elapsed_s')} s; export with: autokernel export {summary.get('session_id')} -o DIR",
+              file=out)
     if interrupted or summary.get("status") == "stopped":
         return 130
     return 0 if summary.get("status") == "completed" else 1
