@@ -6,7 +6,8 @@ caching allocator is about to hand out, calls the candidate while recording ever
 issues, synchronizes the whole device (work left on a side stream is waited for), and then checks:
 the inputs are unchanged, no PyTorch compute op was called, a kernel of its own was launched, the
 output has the reference's shape and dtype, no NaN/Inf where the reference is finite, and the values
-are within the spec's tolerance, compared in float64.
+are within the spec's tolerance, compared in float64. A whole problem whose Model returns several
+tensors has each output checked so, by position (`engine/outputs.py`).
 
 This module never runs in the engine's process: `engine/worker.py` runs it in a subprocess.
 """
@@ -29,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
+from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
 # Under Triton's interpreter big shapes take minutes: the CPU run keeps to problems this size
@@ -266,12 +268,21 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _poison_allocator(ref: torch.Tensor, dtype: torch.dtype, device: str) -> None:
+def _poison_value(dtype: torch.dtype) -> Any:
+    """NaN, or for an integer or bool output a value as unlikely to be right (NaN is no integer)."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    return True if dtype == torch.bool else torch.iinfo(dtype).max
+
+
+def _poison_allocator(ref: Any, dtype: Any, device: str) -> None:
     """Fill the blocks the caching allocator will hand out next with NaN, so an output the candidate
-    never writes cannot silently hold an earlier (reference) result."""
-    if device != "cuda" or ref.numel() == 0:
+    never writes cannot silently hold an earlier (reference) result. `ref` and `dtype`: the one
+    output's, or (sequences) each output's."""
+    if device != "cuda":
         return
-    blocks = [torch.full(ref.shape, float("nan"), dtype=dtype, device=device) for _ in range(2)]
+    blocks = [torch.full(r.shape, _poison_value(d), dtype=d, device=device)
+              for r, d in zip(as_list(ref), as_list(dtype)) if r.numel() for _ in range(2)]
     del blocks
 
 
@@ -368,22 +379,36 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
     return out
 
 
-def expected_dtype(ctx: CheckContext, dtype: torch.dtype) -> torch.dtype:
-    """The reference's output dtype for inputs of `dtype` (from a tiny run of the reference)."""
+def expected_dtype(ctx: CheckContext, dtype: torch.dtype) -> torch.dtype | tuple[torch.dtype, ...]:
+    """The reference's output dtype for inputs of `dtype` (from a tiny run of the reference); a tuple,
+    one per output, for a reference that returns several."""
     if dtype not in ctx.out_dtype_cache:
         gen = torch.Generator().manual_seed(0)
         args = ctx.spec.make_inputs(ctx.spec.smoke_shape, dtype, "cpu", gen, "normal")
-        ctx.out_dtype_cache[dtype] = ctx.spec.reference(*args).dtype
+        out = ctx.spec.reference(*args)
+        ctx.out_dtype_cache[dtype] = tuple(o.dtype for o in out) if several(out) else out.dtype
     return ctx.out_dtype_cache[dtype]
 
 
-def compare(ctx: CheckContext, out: Any, ref: torch.Tensor, dtype: torch.dtype, mode: str, where: str) -> None:
-    """Shape, dtype, non-finite values and tolerance, in float64."""
+def compare(ctx: CheckContext, out: Any, ref: Any, dtype: torch.dtype, mode: str, where: str) -> None:
+    """Shape, dtype, non-finite values and tolerance, in float64: of the one output, or of each of a
+    reference's several (as many, in order; a failure names the output by its position)."""
+    try:
+        pairs = paired(out, ref)
+    except OutputCountError as e:
+        raise TrialFailure(f"{where}: {ctx.spec.entry} {e}") from None
+    wants = as_list(expected_dtype(ctx, dtype))
+    for (name, o, r), want in zip(pairs, wants):
+        _compare_one(ctx, o, r, want, dtype, mode, f"{where}, {name}" if name else where)
+
+
+def _compare_one(ctx: CheckContext, out: Any, ref: torch.Tensor, want: torch.dtype, dtype: torch.dtype, mode: str,
+                 where: str) -> None:
+    """One output against its float64 reference (`want`: the dtype it must have; `dtype`: the inputs')."""
     if not isinstance(out, torch.Tensor):
         raise TrialFailure(f"{where}: {ctx.spec.entry} returned {type(out).__name__}, not a tensor")
     if tuple(out.shape) != tuple(ref.shape):
         raise TrialFailure(f"{where}: output shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
-    want = expected_dtype(ctx, dtype)
     if out.dtype != want:
         raise TrialFailure(f"{where}: output dtype {out.dtype}, expected {want}")
     if out.device.type != torch.device(ctx.device).type:
@@ -507,7 +532,7 @@ def reuse_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> None:
     ref1 = ctx.spec.reference(*_upcast(args))
     out1 = call_watched(ctx, args)
     compare(ctx, out1, ref1, dtype, "normal", where)
-    kept = out1.detach().clone()
+    kept = [o.detach().clone() for o in as_list(out1)]
     _refill(args, make_args(ctx, shape, dtype, "normal"))
     ref2 = ctx.spec.reference(*_upcast(args))
     out2 = call_watched(ctx, args)
@@ -516,9 +541,9 @@ def reuse_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> None:
     except TrialFailure as e:
         raise TrialFailure(f"called again on the same tensors holding new values, it answered for the old ones "
                            f"(a result cache): {e}") from None
-    if out1.shape != kept.shape or not torch.equal(out1.detach(), kept):
+    if any(o.shape != k.shape or not torch.equal(o.detach(), k) for o, k in zip(as_list(out1), kept)):
         raise TrialFailure(f"{where}: the next call overwrote the output of the previous one "
-                           "(kernel_fn returns a shared buffer, not a fresh output)")
+                           f"({ctx.spec.entry} returns a shared buffer, not a fresh output)")
 
 
 def stage_shape_sweep(ctx: CheckContext) -> str:
@@ -555,6 +580,15 @@ def stage_stability(ctx: CheckContext) -> str:
     return f"{', '.join(modes)} inputs on {len(shapes)} shapes x {_dtypes_text(ctx)}{extra}"
 
 
+def _output_tensors(ctx: CheckContext, out: Any) -> list[torch.Tensor]:
+    """The tensors a call returned, in order (one, or a whole problem's several); TrialFailure for anything else."""
+    for k, o in enumerate(as_list(out)):
+        if not isinstance(o, torch.Tensor):
+            which = f" as output {k}" if several(out) else ""
+            raise TrialFailure(f"{ctx.spec.entry} returned {type(o).__name__}{which}, not a tensor")
+    return as_list(out)
+
+
 def stage_determinism(ctx: CheckContext) -> str:
     shapes, _ = _sweep_shapes(ctx)
     shape = max(shapes, key=ctx.spec.elements) if shapes else ctx.spec.smoke_shape
@@ -563,18 +597,20 @@ def stage_determinism(ctx: CheckContext) -> str:
         outs = []
         for _ in range(3):
             out = call_watched(ctx, args)
-            if not isinstance(out, torch.Tensor):
-                raise TrialFailure(f"kernel_fn returned {type(out).__name__}, not a tensor")
-            outs.append(out.detach().clone())
+            outs.append([o.detach().clone() for o in _output_tensors(ctx, out)])
             del out
         for i in (1, 2):
-            a, b = outs[0], outs[i]
-            same = a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8) if a.numel() else a,
-                                                      b.reshape(-1).view(torch.uint8) if b.numel() else b)
-            if not same:
-                diff = (a.double() - b.double()).abs()
-                raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} differs from run 1 "
-                                   f"(max difference {float(diff.nan_to_num(nan=math.inf).max()):.3g}) on the same input")
+            if len(outs[i]) != len(outs[0]):
+                raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} returned {len(outs[i])} "
+                                   f"outputs, run 1 {len(outs[0])}, on the same input")
+            for k, (a, b) in enumerate(zip(outs[0], outs[i])):
+                same = a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8) if a.numel() else a,
+                                                          b.reshape(-1).view(torch.uint8) if b.numel() else b)
+                if not same:
+                    diff = (a.double() - b.double()).abs() if a.shape == b.shape else torch.tensor(math.inf)
+                    which = f", output {k}" if len(outs[0]) > 1 else ""
+                    raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}{which}: run {i + 1} differs from run 1 "
+                                       f"(max difference {float(diff.nan_to_num(nan=math.inf).max()):.3g}) on the same input")
     return f"3 runs bitwise identical at {_fmt_shape(shape)} x {_dtypes_text(ctx)}"
 
 

@@ -6,7 +6,8 @@ a standalone `ModelNew` with the kept kernels is written and checked and timed t
 `engine/model_new.py`), so `autokernel sessions` and the TUI's replay show every problem's run. The
 batch itself is a `kernelbench` session whose summary is the score table.
 
-A problem ends `correct`, `incorrect` (ModelNew failed the check), `skipped` (nothing the agent can
+A problem ends `correct`, `incorrect` (ModelNew failed the check; for a whole-problem target, no
+ModelNew the agent wrote passed the five stages, so there is no solution to check), `skipped` (nothing the agent can
 target: the playbook agent on a problem of no known kernel type, which the LLM agent takes whole as
 target `problem` (engine/problem_spec.py); or a file that does not load: the problem's limits, not
 the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
@@ -27,6 +28,7 @@ from typing import Any, Callable, Iterable
 from . import events as ev
 from .errors import UserError
 from .model_new import CHECK_DONE
+from .problem_spec import PROBLEM_TARGET
 from .store import Recorder, Store
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
@@ -171,6 +173,11 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
                        f"knows (profile: {_top_rows(rows) or 'empty'})"
                        + ("; an LLM agent (--agent MODEL) writes the whole ModelNew" if agent == "playbook" else ""))
         return base
+    whole = state.targets.get(PROBLEM_TARGET)
+    if whole is not None and whole.best is None:
+        base.status = "incorrect"
+        base.reason = _unsolved(whole, agent)
+        return base
     integ = state.integration
     if integ is None:
         base.reason = "the session ended without checking ModelNew"
@@ -191,6 +198,16 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     elif not integ.correct:
         base.reason = integ.detail
     return base
+
+
+def _unsolved(target: Any, agent: str) -> str:
+    """Why a whole-problem target has no solution: what the agent wrote, and how the last of it failed."""
+    written = sorted(target.candidates.values(), key=lambda c: c.experiment)
+    if not written:
+        return f"the {agent} agent wrote no ModelNew (the search ended: {target.done or 'unfinished'})"
+    last = written[-1]
+    return (f"none of the {len(written)} ModelNew the {agent} agent wrote passed the checks; the last "
+            f"({last.candidate_id}) failed {last.failure or 'unfinished'}")
 
 
 # -- the batch -----------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ that candidate's own file, with the problem's Model and get_inputs loaded after 
 Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
 same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
 several trials of fresh `get_inputs()`, every output within atol = rtol = 1e-2 elementwise (like
-`torch.allclose`); then times `ModelNew` against `Model` in eager mode and under torch.compile.
+`torch.allclose`; a Model that returns several tensors has each compared, named by position); then
+times `ModelNew` against `Model` in eager mode and under torch.compile.
 """
 
 from __future__ import annotations
@@ -159,20 +160,24 @@ def _import_model_new(path: str):
 
 
 def _compare(ref: list, out: list) -> tuple[bool, float, str]:
-    """KernelBench's test on one trial's outputs: same count, shapes and dtypes, allclose elementwise."""
+    """KernelBench's test on one trial's outputs: same count, shapes and dtypes, allclose elementwise,
+    output by output (named by position when Model returns several)."""
     import torch
 
     if len(ref) != len(out) or not ref:
         return False, 0.0, f"ModelNew returned {len(out)} tensors, Model {len(ref)}"
     worst = 0.0
-    for r, o in zip(ref, out):
+    for i, (r, o) in enumerate(zip(ref, out)):
+        name = f"output {i}" if len(ref) > 1 else "output"
         if r.shape != o.shape or r.dtype != o.dtype:
-            return False, worst, f"output {tuple(o.shape)} {o.dtype}, expected {tuple(r.shape)} {r.dtype}"
+            return False, worst, f"{name} {tuple(o.shape)} {o.dtype}, expected {tuple(r.shape)} {r.dtype}"
         diff = (o.double() - r.double()).abs()
         diff = diff[torch.isfinite(diff)]  # NaN or Inf where the other has a number: allclose says no
-        worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
+        err = float(diff.max()) if diff.numel() else 0.0
+        worst = max(worst, err)
         if not torch.allclose(o, r, atol=ATOL, rtol=RTOL):
-            return False, worst, f"outputs differ: max abs error {worst:.3g} (atol = rtol = {ATOL})"
+            differ = f"{name} differs" if len(ref) > 1 else "outputs differ"
+            return False, worst, f"{differ}: max abs error {err:.3g} (atol = rtol = {ATOL})"
     return True, worst, ""
 
 

@@ -18,6 +18,9 @@ Shapes: a problem has one shape, the one get_inputs() gives. The spec's "shapes"
 (`{"draw": n}`), so the stages mean: smoke (one draw), shape_sweep (more draws, and the same tensors
 refilled), stability (floating inputs scaled by 1e3 and 1e-3), determinism, and an edge stage that is
 skipped with its reason (no edge shapes, no non-contiguous views: KernelBench's inputs are contiguous).
+
+Outputs: a tensor, or several (a tuple or list of tensors, `return y, y.sum(-1)`); then ModelNew returns
+as many in the same order, and every check compares them one by one (`engine/outputs.py`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ SCALES = {"large": 1e3, "tiny": 1e-3}  # milder than a kernel's: a whole model m
 NOTES = (
     "Write one complete Python file that defines `class ModelNew(torch.nn.Module)` replacing the problem's "
     "Model: the same constructor arguments (get_init_inputs()) and the same forward inputs (get_inputs()), "
-    "returning what Model.forward returns (same shape and dtype, within atol = rtol = 1e-2). Model and ModelNew "
+    "returning what Model.forward returns (same shape and dtype, within atol = rtol = 1e-2; when it returns "
+    "several tensors, a tuple of as many, in the same order, each checked so). Model and ModelNew "
     "are each built right after torch.manual_seed(42) (KernelBench's rule): create the same parameters and "
     "submodules in the same order so the weights agree. `__init__` may create parameters with torch ops; "
     "`forward` must launch your own kernel(s) and may only allocate, view and copy with torch (no torch math, "
@@ -112,6 +116,7 @@ def _build_spec(path: Path, device: str) -> Any:
     from .harness import ALLOWED_OPS, _OpRecorder
     from .model_loading import _import_file, _move
     from .model_new import ATOL, RTOL, SEED
+    from .outputs import as_list, several
 
     module = _import_file(path)
     init = list(getattr(module, "get_init_inputs", lambda: [])())
@@ -127,11 +132,13 @@ def _build_spec(path: Path, device: str) -> Any:
     dtype = sample[floating[0]].dtype if floating else torch.float32
     with torch.no_grad(), _OpRecorder() as rec:
         out = model(*sample)
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"{path.name}: Model.forward returns {type(out).__name__}; a whole-problem target "
-                         "needs a single tensor output")
+    outs = as_list(out)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        what = ", ".join(type(o).__name__ for o in outs) if several(out) else type(out).__name__
+        raise ValueError(f"{path.name}: Model.forward returns {what}; a whole-problem target needs a tensor "
+                         "or a tuple of tensors")
     nbytes = sum(a.numel() * a.element_size() for a in sample if isinstance(a, torch.Tensor))
-    nbytes += out.numel() * out.element_size()
+    nbytes += sum(o.numel() * o.element_size() for o in outs)
 
     def make_inputs(shape: dict, _dtype: Any, dev: Any, gen: torch.Generator, mode: str = "normal") -> tuple:
         """A fresh get_inputs() draw (the problem's own dtypes); floating inputs scaled in `mode`."""

@@ -420,6 +420,13 @@ class OptimizeSession:
         kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
                     "dtype": t.dtype, "shape": t.shape, "backend": t.backend} for t, best in use]
         kernelbench = self.config.integration == "kernelbench"
+        whole = self.state.targets.get(PROBLEM_TARGET)
+        if kernelbench and whole is not None and whole.best is None:
+            # No ModelNew the agent wrote passed: the problem is unsolved (kernelbench.result_from_session);
+            # the problem's own Model, checked against itself, would read as a solution.
+            self.recorder.emit(ev.Log(level="info", message="no ModelNew passed its checks: nothing to check "
+                                                            "the KernelBench way"))
+            return
         if not kernels and not (kernelbench and self.state.targets):
             self.recorder.emit(ev.Log(level="info", message="no kept kernel to swap into the model"))
             return

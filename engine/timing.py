@@ -28,6 +28,7 @@ import torch
 from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
 from .harness import launch_tracker
+from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
 from .roofline import ceilings as device_ceilings, copy_gbs_at
 
@@ -199,13 +200,20 @@ def _achieved(spec: KernelSpec, shape: dict, dtype: torch.dtype, ms: float) -> f
 
 def check_timed_output(spec: KernelSpec, out: Any, args: tuple, dtype: torch.dtype) -> None:
     """The output of the last timed call must be right for the values its inputs held then (not a
-    cached, stale or side-stream shortcut that only the check's calls get right)."""
-    if isinstance(out, torch.Tensor) and out.is_cuda:
+    cached, stale or side-stream shortcut that only the check's calls get right); each of them, for a
+    whole problem that returns several."""
+    if any(isinstance(o, torch.Tensor) and o.is_cuda for o in as_list(out)):
         torch.cuda.synchronize()
     ref = spec.reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
     atol, rtol = spec.tolerance(dtype)
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or not torch.allclose(out.double(), ref, atol=atol, rtol=rtol):
-        raise RuntimeError("the output of a timed call is wrong: the kernel does not compute the same thing when timed")
+    wrong = "the output of a timed call is wrong: the kernel does not compute the same thing when timed"
+    try:
+        pairs = paired(out, ref)
+    except OutputCountError as e:
+        raise RuntimeError(f"{wrong} (it {e})") from None
+    for name, o, r in pairs:
+        if not isinstance(o, torch.Tensor) or o.shape != r.shape or not torch.allclose(o.double(), r.double(), atol=atol, rtol=rtol):
+            raise RuntimeError(f"{wrong} ({name})" if name else wrong)
 
 
 def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_name: str, device: str,

@@ -1,0 +1,39 @@
+"""What a forward returns, as the outputs the checks compare one by one.
+
+Every kernel type and most KernelBench problems return one tensor. A problem's `Model.forward` may
+return several (`return y, y.sum(dim=-1)`: a tuple or a list); then a whole-problem ModelNew must return
+as many, in the same order, and each is compared with its reference under the same rules, named by its
+position ("output 1") so that a failure says which one differs. A single output keeps no name: the
+checks of a one-tensor result read exactly as they always did.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OutputCountError(ValueError):
+    """The outputs are not as many as the reference's (or not a sequence where several are expected)."""
+
+
+def several(value: Any) -> bool:
+    """Whether `value` is a sequence of outputs (a tuple or list) rather than one output."""
+    return isinstance(value, (tuple, list))
+
+
+def as_list(value: Any) -> list:
+    """The outputs of `value` in order: its items when it holds several, else `[value]`."""
+    return list(value) if several(value) else [value]
+
+
+def paired(out: Any, ref: Any) -> list[tuple[str, Any, Any]]:
+    """(name, output, reference) per output: one unnamed pair for a single reference output; for a
+    reference that returns several, one named pair each. OutputCountError, with the plain reason, when
+    `out` is not a tuple or list of as many."""
+    if not several(ref):
+        return [("", out, ref)]
+    if not several(out):
+        raise OutputCountError(f"returned {type(out).__name__}, expected {len(ref)} outputs (a tuple of tensors)")
+    if len(out) != len(ref):
+        raise OutputCountError(f"returned {len(out)} outputs, expected {len(ref)}")
+    return [(f"output {i}", o, r) for i, (o, r) in enumerate(zip(out, ref))]
