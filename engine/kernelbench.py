@@ -161,6 +161,8 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     if status == "stopped":
         base.status = "stopped"
         base.reason = f"resume with: autokernel optimize --headless --resume {session.session_id}"
+        if getattr(session.config, "api_base", None):  # the agent's server is not resumed without it
+            base.reason += " --api-base URL"
         return base
     if status == "failed":
         errors = [e for e in session.store.iter_events(session.session_id) if isinstance(e, ev.ErrorEvent)]

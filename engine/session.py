@@ -63,7 +63,9 @@ class SessionConfig:
     integrate_timeout_s: float = 900.0
     integration: str = "model"  # model | kernelbench: how the kept kernels are checked and timed (integrate.py)
     hint: str = ""
-    api_base: str | None = None  # an OpenAI-compatible server for the LLM agent (never stored: may hold a key)
+    # An OpenAI-compatible server for the LLM agent. Stored only without user:password and query (where keys
+    # ride), to name it when a resume forgets it: the agent would otherwise ask the provider's default server.
+    api_base: str | None = None
 
     def limits(self) -> SearchLimits:
         return SearchLimits(max_experiments=self.max_experiments, budget_s=self.budget_s,
@@ -81,6 +83,15 @@ class SessionConfig:
             raise UserError(f"integration must be one of {', '.join(INTEGRATION_MODES)}, not {self.integration!r}")
         if self.model_path is not None and not Path(self.model_path).is_file():
             raise UserError(f"model file {self.model_path} does not exist")
+
+
+def _stored_url(url: str | None) -> str | None:
+    """`url` as the store may keep it: no user:password, no query."""
+    if not url:
+        return None
+    from .agents.llm import redact_url
+
+    return redact_url(url)
 
 
 def make_agent(name: str, api_base: str | None = None) -> Any:
@@ -354,6 +365,9 @@ class OptimizeSession:
                     setattr(cfg, key, stored[key])
             if stored.get("device") and stored["device"] != device:
                 raise UserError(f"session {sid} ran on {stored['device']}; resume it with --device {stored['device']}")
+            if stored.get("api_base") and not cfg.api_base:
+                raise UserError(f"session {sid}'s agent asked the server at {stored['api_base']}; resume it with "
+                                f"--api-base {stored['api_base']}")
             self.store.reopen_session(sid)
             self.session_id = sid
             self.recorder = Recorder(self.store, sid, [self.state.apply, *self.listeners])
@@ -377,7 +391,7 @@ class OptimizeSession:
             config={"model_path": str(model_path), "device": device, "agent": cfg.agent, "approval": cfg.approval,
                     "max_experiments": cfg.max_experiments, "budget_s": cfg.budget_s,
                     "max_cost_usd": cfg.max_cost_usd, "size": cfg.size, "backend": cfg.backend,
-                    "plateau": cfg.plateau, "integration": cfg.integration},
+                    "plateau": cfg.plateau, "integration": cfg.integration, "api_base": _stored_url(cfg.api_base)},
         )
         sid = self.store.create_session(started)
         self.session_id = sid

@@ -52,6 +52,33 @@ def test_fast_p_counts_every_problem_and_needs_more_than_p():
     assert fast_p([_r("skipped")])["compile"]["1.0"] == 0.0  # nothing correct: nothing fast, measured or not
 
 
+# -- a problem's row -----------------------------------------------------------------------------
+def _ended(status, events, api_base=None):
+    """A finished session as `result_from_session` reads it (its state folded from `events`)."""
+    from types import SimpleNamespace
+
+    from autokernel.engine.search_state import SearchState
+    from autokernel.engine.session import SessionConfig
+
+    return SimpleNamespace(state=SearchState.from_events("s1", events), summary={"status": status},
+                           session_id="s1", config=SessionConfig(api_base=api_base), store=None)
+
+
+def test_a_row_names_what_a_resume_needs_and_an_unsolved_whole_problem_is_incorrect():
+    from autokernel.engine.kernelbench import Problem, result_from_session
+
+    problem = Problem("p", CUMSUM)
+    stopped = result_from_session(problem, _ended("stopped", [], api_base="http://127.0.0.1:8000/v1"), "m", 1.0)
+    assert stopped.status == "stopped" and stopped.reason.endswith("--resume s1 --api-base URL")
+    assert result_from_session(problem, _ended("stopped", []), "m", 1.0).reason.endswith("--resume s1")
+    # the LLM agent took the problem whole and wrote nothing that ran: no solution, not the Model as one
+    started = ev.TargetStarted(target="problem", shape={}, dtype="fp32")
+    done = ev.TargetDone(target="problem", reason="exhausted")
+    row = result_from_session(problem, _ended("completed", [started, done]), "openai/m", 1.0)
+    assert row.status == "incorrect" and not row.correct
+    assert row.reason == "the openai/m agent wrote no ModelNew (the search ended: exhausted)"
+
+
 # -- discovery -----------------------------------------------------------------------------------
 PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
 

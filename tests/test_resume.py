@@ -144,7 +144,34 @@ def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monk
 
 
 # The same through the real CLI, worker, profiler and agent: see
-# tests/test_search.py::test_headless_llama_session_killed_resumed_integrated_exported
+# tests/test_search.py::test_headless_llama_session_killed_resumed_integrated_exported; for a whole-problem
+# target with the LLM agent, tests/test_problem_resume.py
+
+
+def test_a_session_that_asked_a_server_is_not_resumed_without_it(tmp_path, monkeypatch):
+    """--api-base is kept without user:password and query, to name it: a resume that forgot it would send the
+    LLM agent to its provider's default server instead."""
+    install_fake_specs(monkeypatch, tmp_path)
+    (tmp_path / "model.py").write_text("# fake\n")
+    store = Store(tmp_path / "s.db")
+    url = "http://bob:hunter22@127.0.0.1:8000/v1?api-key=abcdef"
+
+    def make(resume=None, api_base=None, listeners=()):
+        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, max_experiments=4,
+                            plateau=50, resume=resume, api_base=api_base)
+        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+
+    first = make(api_base=url, listeners=[lambda e: isinstance(e, ev.Decision) and first.stop()])
+    assert first.run()["status"] == "stopped"
+    sid = first.session_id
+    assert store.session(sid)["config"]["api_base"] == "http://127.0.0.1:8000/v1"
+    n_events = len(store.events(sid))
+    with pytest.raises(UserError, match=r"asked the server at http://127\.0\.0\.1:8000/v1; resume it with --api-base"):
+        make(resume=sid).run()
+    assert len(store.events(sid)) == n_events and store.session(sid)["status"] == "stopped"  # left as it was
+    assert make(resume=sid, api_base=url).run()["status"] == "completed"
+    for path in tmp_path.glob("s.db*"):
+        assert b"hunter22" not in path.read_bytes() and b"abcdef" not in path.read_bytes()
 
 
 def test_listeners_of_a_resumed_session_catch_up_first(tmp_path, monkeypatch):
