@@ -2,8 +2,11 @@
 // as an fp32 scalar (rows whose target is -100 are skipped, as F.cross_entropy does by default).
 //
 // What it does: float, __half and __nv_bfloat16 logits, int64 targets; one streaming pass per row
-// with an online max/sum in fp32 (16-byte vector loads when the vocabulary is a multiple of the
-// vector width and the logits are 16-byte aligned, scalar otherwise); one warp per row for small
+// with an online max/sum in fp32 (16-byte vector loads whenever the logits are 16-byte aligned: a
+// vocabulary that is not a multiple of the vector width, GPT-2's 50257, starts rows at odd addresses,
+// so such a row is read over the aligned window around it, the neighbours' elements masked off, and
+// only the very last vector of the last row, which could run past the tensor, is read element by
+// element; scalar loads only for unaligned logits); one warp per row for small
 // vocabularies, one block per row otherwise. Deterministic: per-row losses go to a scratch buffer
 // and a second, single-block kernel adds them in a fixed order, so no float atomics are used and
 // the result is bitwise identical across runs.
@@ -105,20 +108,47 @@ constexpr int kMeanThreads = 1024;
 
 // Per row: loss = logsumexp(logits[row]) - logits[row, target], one streaming pass with an online
 // max/sum; `valid` says whether the row counts towards the mean. Out-of-range targets give NaN.
-template <typename T, int VEC, bool WARP_ROW>
+// Number of VEC-wide vectors a row is read as: the row itself, or (WINDOW) the aligned window around it.
+template <int VEC, bool WINDOW>
+__host__ __device__ __forceinline__ int row_vectors(int vocab) {
+  return WINDOW ? (vocab + 2 * (VEC - 1)) / VEC : vocab / VEC;
+}
+
+template <typename T, int VEC, bool WARP_ROW, bool WINDOW>
 __global__ void row_loss_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
                                 float* __restrict__ loss, float* __restrict__ valid, int64_t rows, int vocab) {
   const int lanes = WARP_ROW ? 32 : blockDim.x;
   const int tid = WARP_ROW ? (threadIdx.x & 31) : threadIdx.x;
   const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * kWarpRows + (threadIdx.x >> 5) : int64_t(blockIdx.x);
   if (row >= rows) return;  // whole warps leave together; in block mode row < rows always
-  const T* xr = logits + row * int64_t(vocab);
-  const int nvec = vocab / VEC;
+  const int64_t start = row * int64_t(vocab);
+  const T* xr = logits + start;
+  // WINDOW: read from the VEC-aligned element at or before the row's start; `lead` elements of the
+  // previous row come first, and the last vector may hold the next row's first elements.
+  const int lead = WINDOW ? int(start % VEC) : 0;
+  const T* wr = xr - lead;
+  const int nvec = WINDOW ? (lead + vocab + VEC - 1) / VEC : vocab / VEC;
+  const bool last_row = row == rows - 1;
   float m = -CUDART_INF_F, s = 0.f;
   #pragma unroll 4  // several loads in flight per thread
   for (int idx = tid; idx < nvec; idx += lanes) {
     float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+    if (WINDOW && last_row && idx == nvec - 1) {  // may end past the tensor: element by element
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const int col = idx * VEC + k - lead;
+        v[k] = col < vocab ? to_float(xr[col]) : -CUDART_INF_F;
+      }
+    } else {
+      load_vec<T, VEC>(wr, idx, v);
+    }
+    if constexpr (WINDOW) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const int col = idx * VEC + k - lead;
+        if (col < 0 || col >= vocab) v[k] = -CUDART_INF_F;  // a neighbour's element
+      }
+    }
     float vm = v[0];
 #pragma unroll
     for (int k = 1; k < VEC; ++k) vm = fmaxf(vm, v[k]);
@@ -160,18 +190,18 @@ __global__ void mean_kernel(const float* __restrict__ loss, const float* __restr
   if (threadIdx.x == 0) out[0] = s / n;  // no counted rows: 0/0 = NaN, as PyTorch gives
 }
 
-template <typename T, int VEC>
+template <typename T, int VEC, bool WINDOW = false>
 cudaError_t launch_rows(const T* x, const int64_t* targets, float* loss, float* valid, int64_t rows, int vocab,
                         cudaStream_t stream) {
-  const int nvec = vocab / VEC;
+  const int nvec = row_vectors<VEC, WINDOW>(vocab);  // the most any row reads
   if (nvec <= 32 * kItems) {
     const unsigned blocks = unsigned((rows + kWarpRows - 1) / kWarpRows);
-    row_loss_kernel<T, VEC, true><<<blocks, 32 * kWarpRows, 0, stream>>>(x, targets, loss, valid, rows, vocab);
+    row_loss_kernel<T, VEC, true, WINDOW><<<blocks, 32 * kWarpRows, 0, stream>>>(x, targets, loss, valid, rows, vocab);
   } else {
     int threads = (nvec + kItems - 1) / kItems;
     threads = ((threads + 31) / 32) * 32;
     threads = threads < 128 ? 128 : (threads > 1024 ? 1024 : threads);
-    row_loss_kernel<T, VEC, false><<<unsigned(rows), threads, 0, stream>>>(x, targets, loss, valid, rows, vocab);
+    row_loss_kernel<T, VEC, false, WINDOW><<<unsigned(rows), threads, 0, stream>>>(x, targets, loss, valid, rows, vocab);
   }
   return cudaGetLastError();
 }
@@ -182,6 +212,7 @@ cudaError_t launch_typed(const void* x, const int64_t* targets, float* loss, flo
   constexpr int V = 16 / sizeof(T);
   const T* xt = static_cast<const T*>(x);
   if (aligned16(x) && vocab % V == 0) return launch_rows<T, V>(xt, targets, loss, valid, rows, vocab, stream);
+  if (aligned16(x)) return launch_rows<T, V, true>(xt, targets, loss, valid, rows, vocab, stream);
   return launch_rows<T, 1>(xt, targets, loss, valid, rows, vocab, stream);
 }
 
