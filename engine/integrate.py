@@ -138,24 +138,6 @@ def _tensors(out: Any) -> list:
     return []
 
 
-def _time_ms(fn, device: str) -> float:
-    """Median wall time of `fn`: triton's do_bench on CUDA, a timed loop on the CPU (not meaningful)."""
-    if device == "cuda":
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median"))
-    # On the CPU the numbers mean nothing (Triton's interpreter) and each forward is slow: one run,
-    # after the correctness trials have warmed everything up.
-    import statistics
-
-    times = []
-    for _ in range(1):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def _model_dtype(model) -> str:
     import torch
 

@@ -186,7 +186,8 @@ def check_model_new(request: dict) -> dict:
     device = request["device"]
     import torch
 
-    from .integrate import _tensors, _time_ms
+    from .forward_timing import time_interleaved
+    from .integrate import TIMING_ROUNDS, _tensors
     from .model_loading import SIZE_ENV, _move, default_size
     from .problem_spec import build_seeded
 
@@ -211,10 +212,10 @@ def check_model_new(request: dict) -> dict:
             passed += ok
             if not ok:
                 problems.append(f"trial {trial}: {why}")
-        eager_ms = _time_ms(lambda: model(*inputs), device)
-        model_ms, compile_ms = 0.0, None
+        fns = {"eager": lambda: model(*inputs)}
         try:
-            model_ms = _time_ms(lambda: model_new(*inputs), device)
+            model_new(*inputs)
+            fns["model_new"] = lambda: model_new(*inputs)
         except Exception as e:
             problems.append(f"timing ModelNew raised {type(e).__name__}: {e}")
         if device == "cuda":  # on the CPU compiling takes longer than the whole check, and means nothing
@@ -223,9 +224,17 @@ def check_model_new(request: dict) -> dict:
                 for _ in range(3):
                     compiled(*inputs)
                 torch.cuda.synchronize()
-                compile_ms = _time_ms(lambda: compiled(*inputs), device)
+                fns["compile"] = lambda: compiled(*inputs)
             except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
                 problems.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        try:  # interleaved rounds, as the model integration times (forward_timing.time_interleaved)
+            times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if device == "cuda" else 1)
+        except Exception as e:
+            problems.append(f"timing raised {type(e).__name__}: {e}")
+            times = {}
+        eager_ms = times["eager"].ms if "eager" in times else 0.0
+        model_ms = times["model_new"].ms if "model_new" in times else 0.0
+        compile_ms = times["compile"].ms if "compile" in times else None
     return _result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms)
 
 
