@@ -1,0 +1,41 @@
+"""What the compiler makes of a kernel, read without a GPU: Triton compiles for sm_90 offline (its
+bundled ptxas), so a memory-bound starter's load width can be checked here. A 16-byte vector load
+(ld.global...v4.b32) is what reaching copy bandwidth needs; two-byte loads (b16) cap it far below."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from autokernel.kernels import get_spec
+
+triton = pytest.importorskip("triton")
+
+
+def _global_loads(fn, signature: dict, constants: dict, aligned_args: tuple[int, ...], num_warps: int) -> set[str]:
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        source = ASTSource(fn, signature, constants, {(i,): [["tt.divisibility", 16]] for i in aligned_args})
+        kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+    except Exception as e:  # no CUDA backend in this Triton build, or an API it does not have
+        pytest.skip(f"cannot compile for sm_90 offline here: {type(e).__name__}: {e}")
+    return set(re.findall(r"ld\.global[\w.:]*", kernel.asm["ptx"]))
+
+
+def test_cross_entropy_reads_an_odd_vocabulary_with_16_byte_vectors():
+    path = get_spec("cross_entropy").starters["triton"]
+    spec = importlib.util.spec_from_file_location("_ce_starter_ptx", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    signature = {"logits_ptr": "*bf16", "targets_ptr": "*i64", "losses_ptr": "*fp32", "vocab": "i32",
+                 "stride_row": "i32", "first_row": "i32", "BLOCK_V": "constexpr", "VEC": "constexpr"}
+    # vocab and stride are odd (50257): no divisibility for Triton to specialise on
+    window = _global_loads(module._row_loss_kernel, signature, {"BLOCK_V": 16384, "VEC": 8}, (0, 1, 2), 16)
+    plain = _global_loads(module._row_loss_kernel, signature, {"BLOCK_V": 16384, "VEC": 1}, (0, 1, 2), 16)
+    streaming = lambda loads: {ld for ld in loads if "evict_first" in ld}  # noqa: E731 (the logits' loads)
+    assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), window
+    assert streaming(plain) and all(ld.endswith(".b16") for ld in streaming(plain)), plain
