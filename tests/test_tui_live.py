@@ -177,3 +177,20 @@ def test_bad_flags_fail_in_one_line_before_any_screen(tmp_path):
                         (["--budget", "soon"], "cannot read duration")):
         out = subprocess.run(["autokernel-tui", *args, "--db", db], capture_output=True, text=True, timeout=120)
         assert out.returncode == 2 and out.stderr.count("\n") == 1 and words in out.stderr, out.stderr
+
+
+def test_the_tui_passes_the_llm_server_and_an_examples_name_to_the_session(tmp_path):
+    from autokernel.engine.examples import example_path
+    from autokernel.tui.app import build_parser, make_app
+
+    seen = {}
+
+    def factory(config, inbox):
+        seen.update(config)
+        return SyntheticSession(Store(tmp_path / "s.db"), listeners=[inbox.push])
+
+    args = build_parser().parse_args(["llama_hotspots", "--agent", "openai/m", "--api-base", "http://127.0.0.1:9/v1",
+                                      "--db", str(tmp_path / "s.db")])
+    make_app(args, session_factory=factory)
+    assert seen["api_base"] == "http://127.0.0.1:9/v1" and seen["agent"] == "openai/m"
+    assert seen["model_path"] == str(example_path("llama_hotspots"))

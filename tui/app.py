@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", default=None, metavar="MODEL.py",
                    help="a KernelBench-style model file, or the name of a bundled example (default: llama)")
     p.add_argument("--agent", default="playbook", help="playbook (offline, default) or a litellm model string")
+    p.add_argument("--api-base", default=None, metavar="URL",
+                   help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
     p.add_argument("--budget", default=None, help="wall-time budget, e.g. 2h, 90m, 1h30m")
     p.add_argument("--max-experiments", type=int, default=None, metavar="N",
                    help="stop after N experiments (with --kernelbench: per problem, default 20)")
@@ -162,9 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
 def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> AutokernelApp:
     """The app the arguments ask for; user errors (bad flags, unknown session) raise before any screen."""
     store = Store(args.db)
-    config = {"model_path": str(resolve_model_path(args.model)) if args.model else None, "device": args.device, "agent": args.agent, "approval": args.approval,
-              "max_experiments": args.max_experiments, "budget_s": parse_duration(args.budget) if args.budget else None,
-              "max_cost_usd": args.max_cost, "size": args.size, "resume": args.resume}
+    config = {"model_path": str(resolve_model_path(args.model)) if args.model else None, "device": args.device,
+              "agent": args.agent, "approval": args.approval, "max_experiments": args.max_experiments,
+              "budget_s": parse_duration(args.budget) if args.budget else None, "max_cost_usd": args.max_cost,
+              "size": args.size, "resume": args.resume, "api_base": args.api_base}
     if args.replay:
         store.session(args.replay)  # fails now, in one line, if there is no such session
         return AutokernelApp(store, mode="replay", replay=args.replay)
@@ -189,7 +192,7 @@ def _kernelbench_app(args: argparse.Namespace, store: Store) -> AutokernelApp:
     if not problems:
         raise UserError(f"no problem files under {' '.join(args.kernelbench)} (a problem defines Model and get_inputs())")
     config = BatchConfig(device=device, agent=args.agent, max_experiments=args.max_experiments or 20, size=args.size,
-                         command="autokernel-tui " + " ".join(sys.argv[1:]))
+                         api_base=args.api_base, command="autokernel-tui " + " ".join(sys.argv[1:]))
     inbox = EventInbox()
     batch = KernelBenchBatch(problems, config, store, listeners=[inbox.push])
     return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)

@@ -161,7 +161,7 @@ def _run_in_tui(args: argparse.Namespace) -> int:
     for flag, value in (("--agent", args.agent), ("--device", args.device), ("--budget", args.budget),
                         ("--max-experiments", args.max_experiments), ("--max-cost", args.max_cost),
                         ("--approval", args.approval), ("--size", args.size), ("--db", args.db),
-                        ("--resume", args.resume)):
+                        ("--resume", args.resume), ("--api-base", args.api_base)):
         if value is not None:
             argv += [flag, str(value)]
     from autokernel.tui.app import main as tui_main
