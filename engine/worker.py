@@ -345,7 +345,7 @@ def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
 def _serve(conn: _Duplex, device: str) -> None:
     from dataclasses import asdict
 
-    from . import harness, timing
+    from . import harness, precompile, timing
 
     harness.launch_tracker()
     try:  # dynamo replaces a few torch functions when first imported: let that happen before any watch
@@ -379,6 +379,8 @@ def _serve(conn: _Duplex, device: str) -> None:
                 if kind == "check":
                     ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
                                                dtypes=_screen_dtypes(spec, req.get("dtypes")))
+                    if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
+                        precompile.warm(ctx, sys.modules.get(req["module"]))
                     for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
                                                 on_end=lambda o: conn.send(("stage_end", asdict(o)))):
                         pass

@@ -21,7 +21,7 @@ from autokernel.engine.forward_timing import part_name
 from autokernel.kernels import get_spec
 
 RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
-       "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log")
+       "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log", "pace.txt")
 
 
 def _shape(shape: dict) -> str:

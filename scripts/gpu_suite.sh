@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench optimize hotspots gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench optimize hotspots pace gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -93,6 +93,18 @@ step_hotspots() {
   ak optimize llama_hotspots --headless --device cuda --size large --max-experiments "${HOT_EXPERIMENTS:-300}" \
     --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-30}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
   echo "hotspots rc=$?"; tail -8 "$RESULTS/hotspots.log"
+}
+
+step_pace() {
+  # Issue 5's 10 s per experiment: the same 12 experiments with and without the parallel warm-up compile
+  # (engine/precompile.py), each with a cold Triton cache of its own so neither gets the other's kernels.
+  for pc in 0 1; do
+    AUTOKERNEL_PARALLEL_COMPILE=$pc TRITON_CACHE_DIR="/tmp/triton-pace-$pc" ak optimize llama_hotspots --headless \
+      --device cuda --size large --max-experiments 12 --plateau 100 --no-integrate --json \
+      > "$RESULTS/pace_$pc.json" 2> "$RESULTS/pace_$pc.log"
+    echo "pace parallel_compile=$pc rc=$? $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("experiment_seconds"))' "$RESULTS/pace_$pc.json" 2>&1)" \
+      | tee -a "$RESULTS/pace.txt"
+  done
 }
 
 step_gputests() {
