@@ -1,8 +1,8 @@
 """The bundled Llama's three memory-bound hot spots, alone, at the Llama example's own shapes.
 
 What the optimize loop's bandwidth target is measured on: the Llama's `RMSNorm` (its hidden states),
-the softmax of attention scores [B, H, S, S] as an eager (non-SDPA) attention computes it, and the
-lm head's `F.cross_entropy` over the vocabulary. With nothing else in the forward, a session visits
+the softmax over attention scores [B, H, S, S] that an attention written without SDPA computes (here in
+the model's dtype), and the lm head's `F.cross_entropy` over the vocabulary. With nothing else in the forward, a session visits
 all three in Amdahl order within one budget; in the full Llama the SDPA call hides the softmax and the
 matmuls take most of the time.
 
