@@ -246,6 +246,28 @@ class ErrorEvent(Event):
 
 
 @dataclass
+class ProblemStarted(Event):
+    """A KernelBench batch handed problem `index` to its own optimize session: a resumed batch finds
+    the session of a problem cut mid-way here."""
+
+    type: ClassVar[str] = "problem_started"
+    index: int = 0
+    name: str = ""
+    path: str = ""
+    session_id: str = ""
+
+
+@dataclass
+class ProblemDone(Event):
+    """A KernelBench problem's row of the score table (`ProblemResult.to_json()`), as the batch counted
+    it: a resumed batch keeps it rather than running the problem again."""
+
+    type: ClassVar[str] = "problem_done"
+    index: int = 0
+    result: dict = field(default_factory=dict)
+
+
+@dataclass
 class SessionDone(Event):
     type: ClassVar[str] = "session_done"
     status: str = "completed"  # completed | stopped | failed

@@ -13,6 +13,10 @@ target `problem` (engine/problem_spec.py); or a file that does not load: the pro
 the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
 fraction of ALL problems of the batch, skipped ones included, that are correct and more than p
 times faster than the baseline (eager or torch.compile); fast_0 is the fraction correct.
+
+The batch records which session each problem got and each problem's row as it ends (`ProblemStarted`,
+`ProblemDone`), so a batch killed or stopped part-way goes on with `KernelBenchBatch.resuming`
+(engine/kernelbench_resume.py) and ends with the score a batch that never stopped would have.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import ast
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -29,6 +33,7 @@ from . import events as ev
 from .errors import UserError
 from .model_new import CHECK_DONE
 from .problem_spec import PROBLEM_TARGET
+from .session import _stored_url
 from .store import Recorder, Store
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
@@ -118,6 +123,12 @@ class ProblemResult:
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "correct": self.correct}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ProblemResult":
+        """A row as `to_json` wrote it (a resumed batch reads its finished problems back)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
 
 def _key(p: float) -> str:
@@ -247,8 +258,20 @@ class KernelBenchBatch:
         self.current: Any = None
         self.index: int | None = None  # the problem under way
         self.batch_id: str | None = None
+        self.sessions: dict[int, str] = {}  # problem index -> its optimize session (a resumed batch: to resume)
+        self._recorder: Recorder | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+
+    @classmethod
+    def resuming(cls, stored: Any, store: Store, **kw: Any) -> "KernelBenchBatch":
+        """The batch `stored` (a `StoredBatch` from `load_batch`) goes on: its finished problems are kept,
+        the one cut mid-way resumes from its own session, the rest run; `run()` appends to its session."""
+        batch = cls(stored.problems, stored.config, store, **kw)
+        batch.batch_id = stored.batch_id
+        batch.results = list(stored.kept)
+        batch.sessions = dict(stored.sessions)
+        return batch
 
     @property
     def stopped(self) -> bool:
@@ -296,27 +319,21 @@ class KernelBenchBatch:
         return self.batch_id
 
     def run(self) -> dict[str, Any]:
-        """Run every problem (until stopped); returns the report (also the batch session's summary)."""
-        cfg = self.config
-        from .devices import device_name
-
-        started = ev.SessionStarted(kind="kernelbench", model=" ".join(str(p.path) for p in self.problems),
-                                    device=cfg.device, device_name=device_name(cfg.device), agent=cfg.agent,
-                                    config={"problems": [str(p.path) for p in self.problems], "device": cfg.device,
-                                            "agent": cfg.agent, "max_experiments_per_problem": cfg.max_experiments,
-                                            "size": cfg.size, "command": cfg.command})
-        self.batch_id = self.store.create_session(started)
-        recorder = Recorder(self.store, self.batch_id)
+        """Run every problem not finished yet (until stopped); returns the report (also the batch
+        session's summary)."""
+        recorder = self._recorder = self._open()
         status = "completed"
         try:
-            for i, problem in enumerate(self.problems):
+            for i in range(len(self.results), len(self.problems)):
+                problem = self.problems[i]
                 if self.stopped:
                     break
                 self.index = i
                 if self.on_start:
                     self.on_start(i, problem)
-                result = self._run_one(problem)
+                result = self._run_one(i, problem)
                 self.results.append(result)
+                recorder.emit(ev.ProblemDone(index=i, result=result.to_json()))
                 recorder.emit(ev.Log(level="info", message=f"{problem.name}: {result.status}"
                                      + (f" (session {result.session_id})" if result.session_id else "")
                                      + (f": {result.reason}" if result.reason else "")))
@@ -334,27 +351,66 @@ class KernelBenchBatch:
             self.store.finish_session(self.batch_id, status, report)
         return report
 
-    def _make_session(self, problem: Problem) -> Any:
+    def _open(self) -> Recorder:
+        """Create the batch's session, or reopen the stored one this batch resumes."""
+        cfg = self.config
+        if self.batch_id is not None:
+            self.store.reopen_session(self.batch_id)
+            recorder = Recorder(self.store, self.batch_id)
+            recorder.emit(ev.ControlChanged(action="resume_session", value=self.batch_id))
+            cut = {self.problems[i].name: sid for i, sid in self.sessions.items() if i >= len(self.results)}
+            recorder.emit(ev.Log(level="info", message=(
+                f"resumed batch {self.batch_id}: {len(self.results)} of {len(self.problems)} problems finished"
+                + "".join(f"; {name} resumes session {sid}" for name, sid in cut.items()))))
+            return recorder
+        from .devices import device_name
+
+        started = ev.SessionStarted(kind="kernelbench", model=" ".join(str(p.path) for p in self.problems),
+                                    device=cfg.device, device_name=device_name(cfg.device), agent=cfg.agent,
+                                    config={"problems": [str(p.path) for p in self.problems],
+                                            "names": [p.name for p in self.problems], "device": cfg.device,
+                                            "agent": cfg.agent, "max_experiments_per_problem": cfg.max_experiments,
+                                            "size": cfg.size, "api_base": _stored_url(cfg.api_base),
+                                            "command": cfg.command})
+        self.batch_id = self.store.create_session(started)
+        return Recorder(self.store, self.batch_id)
+
+    def _linker(self, i: int, problem: Problem) -> Callable[[ev.Event], None]:
+        """A listener that records, as soon as problem `i`'s session exists, which session it is."""
+        def link(e: ev.Event) -> None:
+            sid = getattr(self.current, "session_id", None)
+            if isinstance(e, ev.SessionStarted) and e.kind == "optimize" and sid and self.sessions.get(i) != sid:
+                self.sessions[i] = sid
+                self._recorder.emit(ev.ProblemStarted(index=i, name=problem.name, path=str(problem.path),
+                                                      session_id=sid))
+        return link
+
+    def _make_session(self, i: int, problem: Problem) -> Any:
         from .session import OptimizeSession, SessionConfig
 
         cfg = self.config
         config = SessionConfig(model_path=str(problem.path), device=cfg.device, agent=cfg.agent,
                                max_experiments=cfg.max_experiments, size=cfg.size, api_base=cfg.api_base,
-                               integration="kernelbench")
+                               integration="kernelbench", resume=self.sessions.get(i))
+        listeners = [self._linker(i, problem), *self.listeners]
         if self.session_factory is not None:
-            return self.session_factory(config, self.store, self.listeners)
-        return OptimizeSession(config, self.store, listeners=self.listeners)
+            return self.session_factory(config, self.store, listeners)
+        return OptimizeSession(config, self.store, listeners=listeners)
 
-    def _run_one(self, problem: Problem) -> ProblemResult:
+    def _run_one(self, i: int, problem: Problem) -> ProblemResult:
         t0 = time.monotonic()
         session, failure = None, None
         try:
-            session = self._make_session(problem)
-            with self._lock:
-                self.current = session
-            if self.stopped:  # stopped while the session was being made: it stops at its first checkpoint
-                session.stop()
-            session.run()
+            done = self._finished_unrecorded(i)
+            if done is not None:  # its session ended before the batch could count it: read, not run again
+                session = done
+            else:
+                session = self._make_session(i, problem)
+                with self._lock:
+                    self.current = session
+                if self.stopped:  # stopped while the session was being made: it stops at its first checkpoint
+                    session.stop()
+                session.run()
         except UserError as e:  # the problem file does not load: the problem is skipped, the batch goes on
             failure = ("skipped", f"the problem does not load: {e}")
         except Exception as e:  # the tool's own failure on this problem; the batch goes on
@@ -372,6 +428,15 @@ class KernelBenchBatch:
             result.meaningful = self.config.device == "cuda"
         return result
 
+    def _finished_unrecorded(self, i: int) -> Any:
+        """Problem `i`'s session if it completed but the batch died before recording its row, else None."""
+        sid = self.sessions.get(i)
+        if sid is None or self.store.session(sid)["status"] != "completed":
+            return None
+        from .kernelbench_resume import stored_session
+
+        return stored_session(self.store, sid)
+
     def report(self) -> dict[str, Any]:
         """The score: every problem's row and fast_p over the problems that finished."""
         finished = [r for r in self.results if r.status != "stopped"]
@@ -387,4 +452,5 @@ class KernelBenchBatch:
             "max_experiments_per_problem": self.config.max_experiments,
             "batch_session": self.batch_id,
             "command": self.config.command,
+            "api_base": _stored_url(self.config.api_base),  # a resume needs it given again
         }

@@ -186,6 +186,8 @@ def describe(e: ev.Event) -> tuple[str, str] | None:
         note = "" if e.meaningful else " (CPU: not meaningful)"
         return "success", (f"integrated {_replaced_text(e.replaced)}: model {e.model_ms:.4g} ms, "
                            f"{e.speedup_eager:.2f}x vs eager{note}")
+    if isinstance(e, ev.ProblemStarted):
+        return "info", f"problem {e.index + 1} {e.name}: session {e.session_id}"
     if isinstance(e, ev.Log):
         return e.level, e.message
     if isinstance(e, ev.ErrorEvent):

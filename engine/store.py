@@ -177,17 +177,25 @@ class Store:
             row["status"] = "interrupted"
         return row
 
-    def session(self, ref: str) -> dict[str, Any]:
-        """A session by id, unique id prefix, or `latest`; UserError if there is none."""
+    def session(self, ref: str, kind: str | None = None) -> dict[str, Any]:
+        """A session by id, unique id prefix, or `latest`; UserError if there is none. With `kind`, `latest`
+        is the newest session of that kind and a prefix shared with sessions of other kinds means the one of
+        that kind (a batch and its first problem's session start in the same second); the caller checks the
+        kind of what it gets."""
         with self._lock:
             if ref == "latest":
-                rows = list(self.db.query("SELECT * FROM sessions ORDER BY created DESC, id DESC LIMIT 1"))
+                where, args = ("WHERE kind=? ", [kind]) if kind else ("", [])
+                sql = f"SELECT * FROM sessions {where}ORDER BY created DESC, id DESC LIMIT 1"
+                rows = list(self.db.query(sql, args))
             else:
                 rows = list(self.db.query("SELECT * FROM sessions WHERE id=?", [ref]))
                 if not rows:
                     rows = list(self.db.query("SELECT * FROM sessions WHERE id LIKE ? ORDER BY created DESC", [ref + "%"]))
+                    if len(rows) > 1 and kind and any(r["kind"] == kind for r in rows):
+                        rows = [r for r in rows if r["kind"] == kind]
         if not rows:
-            raise UserError(f"no session {ref!r} in {self.path} (see `autokernel sessions`)")
+            what = f"no {kind} session" if kind and ref == "latest" else f"no session {ref!r}"
+            raise UserError(f"{what} in {self.path} (see `autokernel sessions`)")
         if len(rows) > 1:
             raise UserError(f"session prefix {ref!r} is ambiguous: " + ", ".join(r["id"] for r in rows[:5]))
         return self._decorate(dict(rows[0]))

@@ -5,7 +5,8 @@ a standalone `ModelNew` with the kept kernels, checked the KernelBench way (fres
 several trials, atol = rtol = 1e-2) and timed against `Model` in eager mode and under torch.compile.
 Prints a table per problem and fast_p (or one JSON document with --json): the fraction of all problems,
 skipped ones included, that are correct and more than p times faster. Ctrl-C stops the current problem
-cleanly (its session can be resumed), prints what finished, and exits 130.
+cleanly, prints what finished, and exits 130; `--resume BATCH` continues a batch that was stopped or killed
+(the finished problems kept, the one cut mid-way resumed from its session, the rest run).
 """
 
 from __future__ import annotations
@@ -31,16 +32,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                 "times faster; fast_0 is the fraction correct. A problem is correct when its ModelNew matches Model on "
                 "fresh get_inputs() in every trial (atol = rtol = 1e-2). On the CPU timings are computed but marked not "
                 "meaningful, and torch.compile is not timed.")
-    p.add_argument("paths", nargs="+", metavar="PATH",
+    p.add_argument("paths", nargs="*", metavar="PATH",
                    help="problem files (Model, get_inputs(), get_init_inputs()) or folders of them, searched "
                         "recursively (a KernelBench checkout's level folders); other .py files are ignored")
-    p.add_argument("--agent", default="playbook", metavar="playbook|MODEL_STRING",
+    p.add_argument("--resume", default=None, metavar="BATCH_SESSION",
+                   help="continue a stopped or killed batch (its id, a unique prefix, or latest) with the problems "
+                        "and settings it was started with (give --api-base again if it had one)")
+    p.add_argument("--agent", default=None, metavar="playbook|MODEL_STRING",
                    help="the offline playbook agent (default) or a litellm model string. Both write kernels of "
                         "autokernel's kernel types; for a problem with none of them the LLM agent writes the whole "
                         "ModelNew (its own Triton kernels; target 'problem'), and the playbook reports it skipped")
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
-    p.add_argument("--max-experiments-per-problem", type=int, default=20, metavar="N",
+    p.add_argument("--max-experiments-per-problem", type=int, default=None, metavar="N",
                    help="experiments per problem, starters included (default 20)")
     p.add_argument("--size", choices=("small", "large"), default=None,
                    help="for problem files that read AUTOKERNEL_MODEL_SIZE (default: large on cuda, small on cpu)")
@@ -102,8 +106,16 @@ def print_report(report: dict, out: TextIO) -> None:
                       "a GPU only); the statuses are.")
     if not report["complete"]:
         console.print(f"stopped: {report['counted']} of {report['total']} problems finished; fast_p counts those.")
+        if report.get("batch_session"):
+            console.print(f"continue the batch with: {resume_command(report)}")
     if report.get("batch_session"):
         console.print(f"batch session {report['batch_session']}; each problem's run: autokernel-tui --replay SESSION")
+
+
+def resume_command(report: dict) -> str:
+    """How to continue a batch that did not finish (the server is named by the user: its URL may hold a key)."""
+    return (f"autokernel kernelbench --resume {report['batch_session']}"
+            + (" --api-base URL" if report.get("api_base") else ""))
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -113,33 +125,10 @@ def _command_line() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..devices import resolve_device
-    from ..kernelbench import BatchConfig, KernelBenchBatch, discover
-    from ..session import make_agent
-
-    if args.max_experiments_per_problem <= 0:
-        raise UserError("--max-experiments-per-problem must be a positive number")
-    device = resolve_device(args.device)
-    problems, ignored = discover(args.paths)
-    if not problems:
-        raise UserError(f"no problem files under {' '.join(args.paths)} (a problem defines Model and get_inputs())")
-    make_agent(args.agent, args.api_base)  # an agent that cannot be built fails here, once, not per problem
-    log = sys.stderr
-    if ignored:
-        print(f"ignoring {len(ignored)} .py file(s) that define no Model and get_inputs(): "
-              + ", ".join(f.name for f in ignored[:5]) + (" ..." if len(ignored) > 5 else ""), file=log)
-    listeners = []
-    if args.verbose:
-        from .optimize import HeadlessPrinter
-
-        listeners.append(HeadlessPrinter(log))
-    config = BatchConfig(device=device, agent=args.agent, max_experiments=args.max_experiments_per_problem,
-                         size=args.size, api_base=args.api_base, command=_command_line())
-    n = len(problems)
-    batch = KernelBenchBatch(
-        problems, config, open_store(args), listeners=listeners,
-        on_start=lambda i, p: print(f"[{i + 1}/{n}] {p.name}: optimizing ({p.path})", file=log, flush=True),
-        on_result=lambda i, r: print(progress_line(i, n, r), file=log, flush=True))
+    if args.resume:
+        batch, n = _resumed_batch(args)
+    else:
+        batch, n = _new_batch(args)
     report, interrupted = _run_stoppable(batch)
     if report is None:
         return 130
@@ -150,6 +139,73 @@ def run(args: argparse.Namespace) -> int:
     if interrupted or not report["complete"]:
         return 130
     return 1 if any(p["status"] == "error" for p in report["problems"]) else 0
+
+
+def _listeners(args: argparse.Namespace) -> list:
+    if not args.verbose:
+        return []
+    from .optimize import HeadlessPrinter
+
+    return [HeadlessPrinter(sys.stderr)]
+
+
+def _progress(n: int) -> dict[str, Any]:
+    """The batch's on_start / on_result: one line each on stderr."""
+    def start(i: int, p: Any) -> None:
+        print(f"[{i + 1}/{n}] {p.name}: optimizing ({p.path})", file=sys.stderr, flush=True)
+
+    return {"on_start": start, "on_result": lambda i, r: print(progress_line(i, n, r), file=sys.stderr, flush=True)}
+
+
+def _new_batch(args: argparse.Namespace) -> tuple[Any, int]:
+    from ..devices import resolve_device
+    from ..kernelbench import BatchConfig, KernelBenchBatch, discover
+    from ..session import make_agent
+
+    if not args.paths:
+        raise UserError("give problem files or folders (PATH...), or --resume BATCH_SESSION to continue a batch")
+    agent = args.agent or "playbook"
+    per_problem = 20 if args.max_experiments_per_problem is None else args.max_experiments_per_problem
+    if per_problem <= 0:
+        raise UserError("--max-experiments-per-problem must be a positive number")
+    device = resolve_device(args.device)
+    problems, ignored = discover(args.paths)
+    if not problems:
+        raise UserError(f"no problem files under {' '.join(args.paths)} (a problem defines Model and get_inputs())")
+    make_agent(agent, args.api_base)  # an agent that cannot be built fails here, once, not per problem
+    if ignored:
+        print(f"ignoring {len(ignored)} .py file(s) that define no Model and get_inputs(): "
+              + ", ".join(f.name for f in ignored[:5]) + (" ..." if len(ignored) > 5 else ""), file=sys.stderr)
+    config = BatchConfig(device=device, agent=agent, max_experiments=per_problem,
+                         size=args.size, api_base=args.api_base, command=_command_line())
+    n = len(problems)
+    return KernelBenchBatch(problems, config, open_store(args), listeners=_listeners(args), **_progress(n)), n
+
+
+def _resumed_batch(args: argparse.Namespace) -> tuple[Any, int]:
+    """The stored batch, refused in one line where the flags would change how it runs."""
+    from ..devices import resolve_device
+    from ..kernelbench import KernelBenchBatch
+    from ..kernelbench_resume import load_batch
+    from ..session import make_agent
+
+    given = [flag for flag, value in (("PATH", args.paths), ("--agent", args.agent), ("--size", args.size),
+                                      ("--max-experiments-per-problem", args.max_experiments_per_problem))
+             if value]
+    if given:
+        raise UserError(f"--resume continues a batch with the problems and settings it was started with; "
+                        f"leave out {', '.join(given)}")
+    store = open_store(args)
+    stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
+    resolve_device(stored.config.device)  # a cuda batch on a machine without one fails here
+    make_agent(stored.config.agent, args.api_base)
+    n = len(stored.problems)
+    cut = ", ".join(f"{stored.problems[i].name} resumes from session {sid}" for i, sid in stored.to_resume.items())
+    print(f"resuming batch {stored.batch_id}: {len(stored.kept)} of {n} problems finished"
+          + (f"; {cut}" if cut else ""), file=sys.stderr)
+    for i, r in enumerate(stored.kept):
+        print(progress_line(i, n, r), file=sys.stderr)
+    return KernelBenchBatch.resuming(stored, store, listeners=_listeners(args), **_progress(n)), n
 
 
 def _run_stoppable(batch: Any) -> tuple[dict | None, bool]:
