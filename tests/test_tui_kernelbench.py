@@ -129,3 +129,29 @@ def test_bad_kernelbench_paths_fail_before_any_screen(tmp_path):
                                       "--device", "cpu"])
     with pytest.raises(UserError, match="no problem files"):
         make_app(args)
+
+
+@sync
+async def test_a_stopped_batch_resumes_on_the_same_screen(tmp_path, monkeypatch):
+    """`autokernel-tui --resume BATCH`: the finished problem shown as it was, the others run, the batch completes."""
+    _, first, store = _batch(tmp_path, monkeypatch, ["1_good.py", "2_wrong.py", "3_good.py"])
+    first.on_result = lambda i, r: first.stop()  # stopped as the first problem ends
+    first.run()
+    assert [r.status for r in first.results] == ["correct"] and store.session(first.batch_id)["status"] == "stopped"
+    db = str(tmp_path / "s.db")
+    with pytest.raises(UserError, match="leave out --max-experiments, --agent"):
+        make_app(build_parser().parse_args(["--resume", first.batch_id, "--max-experiments", "3", "--agent", "x",
+                                            "--db", db]))
+    app = make_app(build_parser().parse_args(["--resume", first.batch_id, "--db", db]))
+    batch = app.live_session
+    assert app.mode == "kernelbench" and batch.batch_id == first.batch_id
+    assert [r.session_id for r in batch.results] == [first.results[0].session_id]
+    batch.session_factory = first.session_factory  # the loop's doubles, as the first run had
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, KernelBenchScreen)
+        await wait_for(pilot, lambda: not screen.engine_running, timeout=60)
+        await pilot.pause(0.2)
+        assert [r[1:3] for r in _cells(screen.query_one(ProblemTable))] == [
+            ["1_good", "correct"], ["2_wrong", "incorrect"], ["3_good", "correct"]]
+    assert store.session(first.batch_id)["status"] == "completed" and len(store.sessions(kind="optimize")) == 3

@@ -3,6 +3,7 @@
     autokernel-tui [MODEL.py] [--agent playbook|MODEL] [--budget 2h] [--approval ask] ...
     autokernel-tui --replay latest          autokernel-tui --sessions      autokernel-tui --resume ID
     autokernel-tui --kernelbench PATH...    (a KernelBench batch: the problem table over the live session)
+    autokernel-tui --resume BATCH           (a stopped or killed KernelBench batch goes on, on the same screen)
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"session database (default: $AUTOKERNEL_DB or {default_db_path()})")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--replay", metavar="SESSION", default=None, help="replay a stored session (id, prefix or latest)")
-    which.add_argument("--resume", metavar="SESSION", default=None, help="resume a stopped or interrupted session")
+    which.add_argument("--resume", metavar="SESSION", default=None,
+                       help="resume a stopped or interrupted session (an optimize session, or a KernelBench batch)")
     which.add_argument("--sessions", action="store_true", help="list past sessions to replay or resume")
     which.add_argument("--kernelbench", nargs="+", metavar="PATH", default=None,
                        help="run KernelBench-form problems (files or folders) one after another, the problem table "
@@ -175,6 +177,8 @@ def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = 
         return AutokernelApp(store, mode="sessions", config=config)
     if args.kernelbench:
         return _kernelbench_app(args, store)
+    if args.resume and store.session(args.resume)["kind"] == "kernelbench":
+        return _kernelbench_resume_app(args, store)
     factory = session_factory or default_session_factory(store)
     inbox = EventInbox()
     session = factory(config, inbox)  # validates the config (model file, limits) before the screen opens
@@ -195,6 +199,25 @@ def _kernelbench_app(args: argparse.Namespace, store: Store) -> AutokernelApp:
                          api_base=args.api_base, command="autokernel-tui " + " ".join(sys.argv[1:]))
     inbox = EventInbox()
     batch = KernelBenchBatch(problems, config, store, listeners=[inbox.push])
+    return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)
+
+
+def _kernelbench_resume_app(args: argparse.Namespace, store: Store) -> AutokernelApp:
+    """`--resume BATCH`: the batch goes on with its own problems and settings (engine/kernelbench_resume.py)."""
+    from autokernel.engine.devices import resolve_device
+    from autokernel.engine.kernelbench import KernelBenchBatch
+    from autokernel.engine.kernelbench_resume import load_batch
+
+    given = [flag for flag, value in (("MODEL.py", args.model), ("--max-experiments", args.max_experiments),
+                                      ("--size", args.size), ("--agent", args.agent != "playbook"))
+             if value]
+    if given:
+        raise UserError(f"--resume continues a batch with the problems and settings it was started with; "
+                        f"leave out {', '.join(given)}")
+    stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
+    resolve_device(stored.config.device)
+    inbox = EventInbox()
+    batch = KernelBenchBatch.resuming(stored, store, listeners=[inbox.push])
     return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)
 
 
