@@ -84,8 +84,8 @@ class HeadlessPrinter:
             top = ", ".join(f"{r.get('kind')} {100 * float(r.get('share') or 0):.0f}%" for r in e.rows[:5])
             self._print(f"profile: {e.total_ms:.3f} ms per forward; top: {top}")
         elif isinstance(e, ev.TargetStarted):
-            shape = ", ".join(f"{k}={v}" for k, v in e.shape.items())
-            self._print(f"== target {e.target} ({shape}, {e.dtype}, {e.backend})")
+            parts = [", ".join(f"{k}={v}" for k, v in e.shape.items()), e.dtype, e.backend]  # a whole problem: no shape
+            self._print(f"== target {e.target} ({', '.join(p for p in parts if p)})")
         elif isinstance(e, ev.IdeaProposed):
             self.ideas[e.idea_id] = f"[t{e.tier}] {e.title}"
         elif isinstance(e, ev.CandidateWritten):
