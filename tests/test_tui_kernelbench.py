@@ -155,3 +155,35 @@ async def test_a_stopped_batch_resumes_on_the_same_screen(tmp_path, monkeypatch)
         assert [r[1:3] for r in _cells(screen.query_one(ProblemTable))] == [
             ["1_good", "correct"], ["2_wrong", "incorrect"], ["3_good", "correct"]]
     assert store.session(first.batch_id)["status"] == "completed" and len(store.sessions(kind="optimize")) == 3
+
+
+@sync
+async def test_r_on_the_sessions_screen_resumes_a_stopped_batch(tmp_path, monkeypatch):
+    """The sessions list: `r` on a stopped batch goes on with it on the KernelBench screen, to completion."""
+    from autokernel.tui.screens.sessions import SessionsScreen
+
+    _, first, store = _batch(tmp_path, monkeypatch, ["1_good.py", "2_good.py"])
+    first.on_result = lambda i, r: first.stop()
+    first.run()
+    assert store.session(first.batch_id)["status"] == "stopped"
+    resuming = KernelBenchBatch.resuming
+
+    def with_doubles(*a, **kw):  # the loop's doubles, as the first run had
+        batch = resuming(*a, **kw)
+        batch.session_factory = first.session_factory
+        return batch
+
+    monkeypatch.setattr(KernelBenchBatch, "resuming", with_doubles)
+    app = AutokernelApp(store, mode="sessions")
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        screen.query_one("DataTable").move_cursor(row=[r["id"] for r in screen.rows].index(first.batch_id))
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, KernelBenchScreen), timeout=10)
+        await wait_for(pilot, lambda: not app.screen.engine_running, timeout=60)
+        await pilot.pause(0.2)
+        assert [r[1:3] for r in _cells(app.screen.query_one(ProblemTable))] == [["1_good", "correct"], ["2_good", "correct"]]
+        assert app.mode == "kernelbench"
+    assert store.session(first.batch_id)["status"] == "completed"

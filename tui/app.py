@@ -100,6 +100,22 @@ class AutokernelApp(App):
         self.live_session, self.inbox = session, inbox
         self.push_screen(LiveScreen(session, inbox, clock=self.clock))
 
+    def open_batch_resume(self, batch_id: str) -> None:
+        """A stopped or killed KernelBench batch goes on, on its own screen (as `--resume BATCH` does)."""
+        from autokernel.engine.kernelbench import KernelBenchBatch
+        from autokernel.engine.kernelbench_resume import load_batch
+
+        try:
+            stored = load_batch(self.store, batch_id, api_base=self.config.get("api_base"))
+        except UserError as e:
+            self.notify(str(e), severity="error")
+            return
+        inbox = EventInbox()
+        self.live_session, self.inbox = KernelBenchBatch.resuming(stored, self.store, listeners=[inbox.push]), inbox
+        self.mode = "kernelbench"  # leaving prints the score, as after `--kernelbench`
+        self.sub_title = "KernelBench"
+        self.push_screen(KernelBenchScreen(self.live_session, inbox, clock=self.clock))
+
     # -- quitting -------------------------------------------------------------------------------
     def action_quit(self) -> None:
         screen = self.screen

@@ -30,7 +30,7 @@ class SessionsScreen(Screen):
         Binding("q", "quit_app", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
-    HELP = "Past sessions: replay any of them, resume a stopped or interrupted optimize session."
+    HELP = "Past sessions: replay any of them, resume a stopped or interrupted optimize session or KernelBench batch."
 
     def __init__(self, store: Store):
         super().__init__()
@@ -79,11 +79,14 @@ class SessionsScreen(Screen):
         row = self._selected()
         if row is None:
             return
-        if row["kind"] != "optimize" or row["status"] not in RESUMABLE:
+        if row["kind"] not in ("optimize", "kernelbench") or row["status"] not in RESUMABLE:
             self.notify(f"{row['id']} is {row['status']} ({row['kind']}): only a stopped or interrupted "
-                        "optimize session can be resumed", severity="warning")
+                        "optimize session or KernelBench batch can be resumed", severity="warning")
             return
-        self.app.open_resume(row["id"])
+        if row["kind"] == "kernelbench":
+            self.app.open_batch_resume(row["id"])
+        else:
+            self.app.open_resume(row["id"])
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self, self.HELP))
