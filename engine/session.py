@@ -236,7 +236,7 @@ class OptimizeSession:
         t0 = time.monotonic()
         cfg = self.config
         if cfg.resume and not cfg.device:  # resume on the device the session ran on
-            cfg.device = (self.store.session(cfg.resume).get("config") or {}).get("device")
+            cfg.device = (self.store.session(cfg.resume, kind="optimize").get("config") or {}).get("device")
         device = resolve_device(cfg.device)
         self._open(device)
         assert self.recorder is not None and self.state is not None
@@ -348,9 +348,10 @@ class OptimizeSession:
         cfg = self.config
         listeners_first = []
         if cfg.resume:
-            row = self.store.session(cfg.resume)
+            row = self.store.session(cfg.resume, kind="optimize")  # `latest`: the newest optimize session
             if row["kind"] != "optimize":
-                raise UserError(f"session {row['id']} is a {row['kind']} session, not an optimize session")
+                hint = f" (continue it with: autokernel kernelbench --resume {row['id']})" if row["kind"] == "kernelbench" else ""
+                raise UserError(f"session {row['id']} is a {row['kind']} session, not an optimize session{hint}")
             if row["status"] == "running":
                 raise UserError(f"session {row['id']} is still running (pid {row.get('pid')})")
             sid = row["id"]

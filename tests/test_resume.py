@@ -230,3 +230,23 @@ def test_a_run_cut_between_screening_and_the_full_check_keeps_nothing_unchecked(
     c = state.candidate("fakesoft-0002")
     assert c.decision == "kept" and c.fully_checked
     assert len([b for b in _events(store, sid, ev.BenchResult) if b.candidate_id == "fakesoft-0002"]) == 1
+
+
+def test_optimize_resume_latest_means_the_newest_optimize_session_and_a_batch_is_pointed_elsewhere(tmp_path, monkeypatch):
+    install_fake_specs(monkeypatch, tmp_path)
+    (tmp_path / "model.py").write_text("# fake\n")
+    store = Store(tmp_path / "s.db")
+
+    def make(resume=None, listeners=()):
+        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
+                            max_experiments=3, plateau=50, resume=resume)
+        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+
+    first = make(listeners=[lambda e: isinstance(e, ev.Decision) and first.stop()])
+    assert first.run()["status"] == "stopped"
+    time.sleep(0.01)
+    batch = store.create_session(ev.SessionStarted(kind="kernelbench"))  # a newer batch
+    assert make(resume="latest").run()["status"] == "completed"  # the optimize session, not the batch
+    assert store.session(first.session_id)["status"] == "completed"
+    with pytest.raises(UserError, match=f"autokernel kernelbench --resume {batch}"):
+        make(resume=batch).run()
