@@ -213,6 +213,11 @@ def profile_page(profile: dict, table: str, versions: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def _num(value: float | None, fmt: str) -> str:
+    """A number, or — where none was measured (torch.compile failed, or a CPU run)."""
+    return "—" if value is None else format(value, fmt)
+
+
 def _pace(per: dict | None) -> str:
     """' Per experiment (written to decided): median 7.9 s, slowest 21 s; stages (median s): ...'."""
     if not per:
@@ -239,8 +244,8 @@ def optimize_page(opt: dict, log: str, title: str = "One optimize session on the
         out += ["", "Integration (the kept kernels swapped into the model, outputs compared, forward timed):", "",
                 f"- correct: {integ['correct']} ({integ['detail']}; max abs error {integ['max_abs_error']:.4g})",
                 f"- forward: {integ['model_ms']:.3f} ms with the kernels, eager {integ['eager_ms']:.3f} ms, "
-                f"torch.compile {integ['compile_ms']:.3f} ms: {integ['speedup_eager']:.2f}× eager, "
-                f"{integ['speedup_compile']:.2f}× torch.compile"]
+                f"torch.compile {_num(integ.get('compile_ms'), '.3f')} ms: {integ['speedup_eager']:.2f}× eager, "
+                f"{_num(integ.get('speedup_compile'), '.2f')}× torch.compile"]
         if integ.get("sites"):
             out += ["", "Where the forward's time went, before and after the swap (device events around each "
                     "swapped module, 3 forwards):", "", "| part | before ms | after ms |", "|---|---:|---:|"]
