@@ -558,3 +558,137 @@ def test_rendered_kernels_compile_for_hopper():
     if "skip" in result:
         pytest.skip(result["skip"])
     assert result["errors"] == {}
+
+
+# -- cross_entropy's aligned window (odd vocabularies) ---------------------------------------------
+# At a vocabulary that is not a multiple of 8 every row starts at an odd address; with ALIGNED_WINDOW
+# on, the rows before the last block are read over 16-byte-aligned windows (as the starter does).
+WINDOW_CHECK = textwrap.dedent(
+    r'''
+    import importlib.util, json, os, sys, tempfile, warnings
+    os.environ["TRITON_INTERPRET"] = "1"
+    warnings.simplefilter("ignore")
+    import torch
+    import torch.nn.functional as F
+    from autokernel.kernels import get_spec
+    from autokernel.playbook.templates import complete, get_template
+
+    template, spec = get_template("cross_entropy"), get_spec("cross_entropy")
+
+    class Recorder:
+        """Stands in for the rendered kernel: notes each launch's VEC, then launches it."""
+        def __init__(self, kernel, vecs):
+            self.kernel, self.vecs = kernel, vecs
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                self.vecs.append(kwargs.get("VEC", 1))
+                return self.kernel[grid](*args, **kwargs)
+            return launch
+
+    failures, windowed = [], []
+    for n, params in enumerate(json.loads(sys.argv[1])):
+        path = os.path.join(tempfile.mkdtemp(), "candidate.py")
+        with open(path, "w") as f:
+            f.write(template.render(complete(template, params)))
+        spec_ = importlib.util.spec_from_file_location(f"window_candidate_{n}", path)
+        mod = importlib.util.module_from_spec(spec_)
+        spec_.loader.exec_module(mod)
+        vecs = []
+        mod._cross_entropy_rows = Recorder(mod._cross_entropy_rows, vecs)
+        for rows, vocab in ((5, 1001), (3, 4097)):
+            for dtype in (torch.float32, torch.bfloat16):
+                gen = torch.Generator().manual_seed(rows * vocab)
+                x = torch.randn(rows, vocab, generator=gen) * 4
+                x[:, :8] += 12  # large at both ends of each row, so a neighbour's element in the sum shows
+                x[:, -8:] += 12
+                x = x.to(dtype)
+                t = torch.randint(0, vocab, (rows,), generator=gen)
+                vecs.clear()
+                got = mod.kernel_fn(x, t)
+                truth = F.cross_entropy(x.double(), t)
+                atol, rtol = spec.tolerance(dtype)
+                case = [params, rows, vocab, str(dtype)]
+                if got.dtype != torch.float32 or not abs(got.double() - truth) <= atol + rtol * abs(truth):
+                    failures.append(case + [got.item(), truth.item()])
+                if any(v > 1 for v in vecs):
+                    windowed.append(case)
+                if vecs[-1] != 1:
+                    failures.append(case + ["the last rows were not launched on the plain path", vecs])
+    print(json.dumps({"failures": failures, "windowed": windowed}))
+    '''
+)
+
+
+def test_aligned_window_variants_match_torch_at_odd_vocabularies():
+    """Every combination of the window with rows per program, the persistent grid, the target read from
+    the tile, and the whole-row / online / two-pass reductions, against float64 torch."""
+    combos = [{"aligned_window": True, "rows_per_program": r, "persistent": pe, "target_from_tile": tf,
+               "online": online, "max_block_v": cap}
+              for r in (1, 2) for pe in (0, 2) for tf in (False, True)
+              for online, cap in ((True, 32768), (True, 1024), (False, 1024))]
+    combos += [{"aligned_window": True, "tma": True, "rows_per_program": 2},
+               {"aligned_window": True, "autotune": True, "max_block_v": 1024}]
+    out = subprocess.run([sys.executable, "-c", WINDOW_CHECK, json.dumps(combos)], capture_output=True, text=True,
+                         timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["failures"] == []
+    # Each combination read through the window in every case (rows=3 and ROWS=2 still leave one block).
+    assert len(result["windowed"]) == 4 * len(combos)
+
+
+def test_aligned_window_is_a_no_op_at_an_aligned_or_unknown_vocabulary():
+    t = get_template("cross_entropy")
+    on, off = dict(t.DEFAULTS), {**t.DEFAULTS, "aligned_window": False}
+    assert on["aligned_window"] is True  # from the starter, the template keeps the starter's window
+    for shape, dtype in (({"rows": 8192, "vocab": 32000}, "bf16"), ({}, "bf16"), ({"rows": 8, "vocab": 1004}, "fp32"),
+                         ({"rows": 1, "vocab": 50257}, "bf16")):
+        assert t.effective(on, shape, dtype) == t.effective(off, shape, dtype), (shape, dtype)
+        assert t.effective(on, shape, dtype)["aligned_window"] is None
+    odd = {"rows": 8192, "vocab": 50257}
+    assert t.effective(on, odd, "bf16")["aligned_window"] is True
+    assert t.effective(off, odd, "bf16")["aligned_window"] is False
+    # Off, the rendered source is the plain template (no window code); on, the window sits behind VEC > 1.
+    assert "VEC" not in t.render(off) and "lead" not in t.render(off)
+    assert "if VEC > 1:" in t.render(on) and t.render(on) == t.render(dict(on))
+
+
+def test_agent_proposes_the_aligned_window_only_at_an_odd_vocabulary():
+    t = get_template("cross_entropy")
+    parent = dict(t.DEFAULTS)
+    m = Measurement("c1", "x", True, kernel_ms=0.5, fraction_of_ceiling=0.6, params=parent)
+
+    def titles(vocab, dtype="bf16"):
+        ctx = dataclasses.replace(_ctx("cross_entropy", "c1", parent, m, [], max_ideas=20, max_variants=12),
+                                  shape={"rows": 8192, "vocab": vocab}, dtype=dtype)
+        ideas = PlaybookAgent().propose(ctx)
+        return ideas, [i.title for i in ideas]
+
+    ideas, names = titles(50257)
+    assert "aligned_window: True -> False" in names
+    idea = ideas[names.index("aligned_window: True -> False")]
+    assert idea.tier == 2 and "rows of 50257 logits start at odd addresses" in idea.hypothesis
+    assert [v.params["aligned_window"] for v in idea.variants] == [False]
+    for vocab, dtype in ((32000, "bf16"), (128256, "bf16"), (1004, "fp32")):
+        assert not any(n.startswith("aligned_window") for n in titles(vocab, dtype)[1]), vocab
+    # From a parent without the window, turning it on reads as the 16-byte-vector idea.
+    off = {**parent, "aligned_window": False}
+    m_off = Measurement("c2", "x", True, kernel_ms=0.5, fraction_of_ceiling=0.6, params=off)
+    ctx = dataclasses.replace(_ctx("cross_entropy", "c2", off, m_off, [], max_ideas=20),
+                              shape={"rows": 8192, "vocab": 50257})
+    on_idea = next(i for i in PlaybookAgent().propose(ctx) if i.title.startswith("aligned_window"))
+    assert on_idea.title == "aligned_window: False -> True" and "16-byte vector" in on_idea.hypothesis
+    # Entering the template from the starter at an odd vocabulary keeps the window in every first guess.
+    ctx = dataclasses.replace(_ctx("cross_entropy", "c0", {}, m, []), shape={"rows": 8192, "vocab": 50257})
+    assert all(v.params["aligned_window"] for v in PlaybookAgent().propose(ctx)[0].variants)
+
+
+def test_a_rendered_candidate_with_the_aligned_window_passes_the_check_cli(tmp_path):
+    t = get_template("cross_entropy")
+    path = tmp_path / "candidate.py"
+    path.write_text(t.render(complete(t, {"aligned_window": True, "rows_per_program": 2, "target_from_tile": True})))
+    out = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "check", str(path), "--kernel", "cross_entropy",
+                          "--device", "cpu", "--json"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["passed"] is True and [s["status"] for s in doc["stages"]] == ["pass"] * 5, doc

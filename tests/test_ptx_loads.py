@@ -40,3 +40,27 @@ def test_cross_entropy_reads_an_odd_vocabulary_with_16_byte_vectors(monkeypatch)
     streaming = lambda loads: {ld for ld in loads if "evict_first" in ld}  # noqa: E731 (the logits' loads)
     assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), window
     assert streaming(plain) and all(ld.endswith(".b16") for ld in streaming(plain)), plain
+
+
+def test_playbook_cross_entropy_with_the_aligned_window_reads_an_odd_vocabulary_with_16_byte_vectors(monkeypatch, tmp_path):
+    """The template's ALIGNED_WINDOW (2-D [ROWS, BLOCK_V] tiles, whole-row and looped) as the starter's window."""
+    from autokernel.playbook.templates import complete, get_template
+
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    template = get_template("cross_entropy")
+    path = tmp_path / "candidate.py"
+    path.write_text(template.render(complete(template, {"aligned_window": True, "rows_per_program": 2,
+                                                        "target_from_tile": True})))
+    spec = importlib.util.spec_from_file_location("_ce_window_candidate_ptx", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    signature = {"x_ptr": "*bf16", "t_ptr": "*i64", "partial_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
+                 "stride_x": "i32", "BLOCK_V": "constexpr", "ROWS": "constexpr", "NUM_TILES": "constexpr",
+                 "USE_TMA": "constexpr", "VEC": "constexpr"}
+    streaming = lambda loads: {ld for ld in loads if "evict_first" in ld}  # noqa: E731 (the logits' loads)
+    for block_v, num_tiles in ((8192, 1), (16384, 4)):  # the whole row in one tile (4097), and a loop (50257)
+        consts = {"BLOCK_V": block_v, "ROWS": 2, "NUM_TILES": num_tiles, "USE_TMA": False}
+        window = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 8}, (0, 1, 2), 16)
+        plain = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 1}, (0, 1, 2), 16)
+        assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), (block_v, window)
+        assert streaming(plain) and all(ld.endswith(".b16") for ld in streaming(plain)), (block_v, plain)

@@ -3,6 +3,14 @@
 Memory-bound: the floor is one read of the logits. Each program reduces ROWS rows to losses and
 adds them into one partial sum of its own; a second, single-program kernel adds the partials in
 a fixed order (no atomics, so the result is bit-for-bit repeatable) and divides by the rows.
+
+With ALIGNED_WINDOW on and a vocabulary that is not a multiple of the 16-byte vector width (GPT-2's
+50257), rows start at odd addresses and Triton would read them two bytes at a time; the kernel then
+reads each row over its aligned window, as the cross_entropy starter does: from the 16-byte boundary
+at or before the row's start, a multiple of 16 bytes long (mask bounds that are multiples of VEC, so
+the loads are 16-byte vectors), with the neighbouring rows' elements set to -inf after the load. The
+launcher keeps the last block of rows, whose windows could run past the tensor, on the plain path (a
+second launch), and TMA only ever serves the plain path.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ SPACE = (
     LOAD_EVICTION,
     max_block_knob("max_block_v",
                    "capping a vocab tile at {new} elements instead of {old} switches between holding the whole {vocab}-wide row of logits in registers and looping over tiles of it"),
+    Knob("aligned_window", 2, (True, False),
+         "aligned_window={new} (was {old}): rows of {vocab} logits start at odd addresses (the vocabulary is not a multiple of 8), and the aligned window that gives 16-byte vector loads costs a few masked extra elements per row, per-row index arithmetic and a second launch for the last rows; the plain row pointer saves those if the loads were not the limit",
+         why_down="aligned_window={new} (was {old}): rows of {vocab} logits start at odd addresses (the vocabulary is not a multiple of 8), so from the plain row pointer Triton reads them two bytes at a time; reading each row from the 16-byte boundary at or before its start, a multiple of 16 bytes long, with the neighbours' elements masked to -inf, makes the loads 16-byte vectors"),
     Knob("exp2", 3, (True, False),
          "exp2={new} (was {old}): exp(x - max) as exp2((x - max) * log2(e)) maps onto the ex2 instruction with the scale folded into one multiply"),
     Knob("online", 4, (True, False),
@@ -40,6 +51,7 @@ DEFAULTS = {
     "rows_per_program": 1,
     "persistent": 0,
     "load_eviction": "evict_first",
+    "aligned_window": True,
     "exp2": True,
     "online": True,
     "autotune": False,
@@ -48,11 +60,30 @@ DEFAULTS = {
 }
 
 
+def vector_width(dtype: str = "") -> int:
+    """Elements per 16-byte load: 4 in fp32, 8 in the 2-byte dtypes (and when the dtype is not known)."""
+    return 4 if dtype in ("fp32", "float32") else 8
+
+
+def window_used(params: dict, shape: dict, dtype: str = "") -> bool:
+    """Whether the aligned window reads any row at this shape: the knob is on, the vocabulary is known
+    and not a multiple of the vector width, and there are rows before the last block (which is plain)."""
+    vocab, rows = int(shape.get("vocab", 0)), int(shape.get("rows", 0))
+    if not params.get("aligned_window") or not vocab or vocab % vector_width(dtype) == 0:
+        return False
+    return not rows or rows > params["rows_per_program"]
+
+
 def effective(params: dict, shape: dict, dtype: str = "") -> dict:
     vocab = int(shape.get("vocab", 0))
-    out = effective_rowwise(params, vocab, "max_block_v")
-    if vocab and vocab <= out["max_block_v"]:
+    vec = vector_width(dtype)
+    window = window_used(params, shape, dtype)
+    width = vocab + vec - 1 if window else vocab  # a window spans up to VEC - 1 elements more than the row
+    out = effective_rowwise(params, width, "max_block_v")
+    if width and width <= out["max_block_v"]:
         out["online"] = None
+    if not window_used({**params, "aligned_window": True}, shape, dtype):
+        out["aligned_window"] = None  # an aligned (or unknown) vocabulary: both settings are the plain path
     return out
 
 
@@ -67,8 +98,44 @@ def _log(p: dict, arg: str) -> str:
     return f"tl.log2({arg}) / LOG2E" if p["exp2"] else f"tl.log({arg})"
 
 
+def _by_vec(p: dict, window: str, plain: str) -> str:
+    """`plain` as it always was; with the aligned window on, the window's code beside it behind VEC > 1
+    (a constexpr, so each launch compiles only its own path)."""
+    if not p["aligned_window"]:
+        return plain
+    return fill(
+        """
+        if VEC > 1:
+            <<window>>
+        else:
+            <<plain>>
+        """,
+        window=window,
+        plain=plain,
+    )
+
+
+# Rows read over their aligned windows (module docstring): `lead` elements of the row before, `n_win`
+# elements in all, a multiple of VEC, from a 16-byte-aligned base; `n_span` bounds every row's window.
+WINDOW_SETUP = """
+    if VEC > 1:
+        # Each row from the 16-byte boundary at or before its start, n_win (a multiple of VEC) elements long.
+        row_start = rows.to(tl.int64) * stride_x
+        base = (row_start // VEC) * VEC
+        lead = (row_start - base)[:, None]  # the previous row's elements at the window's start
+        n_win = ((lead + n_cols + VEC - 1) // VEC) * VEC
+        x_rows = x_ptr + base[:, None]
+        n_span = n_cols + VEC - 1  # the widest window
+    else:
+        n_span = n_cols
+"""
+# Inside a window: the row's own elements (the neighbours' are set to -inf after the load).
+IN_ROW = "({c}[None, :] >= lead) & ({c}[None, :] < lead + n_cols)"
+
+
 def _kernel(p: dict) -> str:
     ev = eviction_arg(p["load_eviction"])
+    window = bool(p["aligned_window"])
     whole_load = fill('x = tl.load(x_rows + cols[None, :], mask=mask, other=-float("inf")<<ev>>)', ev=ev)
     if p["tma"]:
         whole_load = fill(
@@ -81,11 +148,53 @@ def _kernel(p: dict) -> str:
             """,
             load=whole_load,
         )
+    whole_read = _by_vec(
+        p,
+        fill(
+            """
+            mask = row_mask[:, None] & (cols[None, :] < n_win)
+            x = tl.load(x_rows + cols[None, :], mask=mask, other=-float("inf")<<ev>>)
+            x = tl.where(<<in_row>>, x, -float("inf"))
+            """,
+            ev=ev,
+            in_row=IN_ROW.format(c="cols"),
+        ),
+        fill(
+            """
+            mask = row_mask[:, None] & (cols < n_cols)[None, :]
+            <<whole_load>>
+            """,
+            whole_load=whole_load,
+        ),
+    )
     tiled_load = fill('tl.load(x_rows + c[None, :], mask=mask, other=-float("inf")<<ev>>).to(tl.float32)', ev=ev)
+    tiled_read = _by_vec(
+        p,
+        fill(
+            """
+            mask = row_mask[:, None] & (c[None, :] < n_win)
+            x = <<load>>
+            x = tl.where(<<in_row>>, x, -float("inf"))
+            """,
+            in_row=IN_ROW.format(c="c"),
+            load=tiled_load,
+        ),
+        fill(
+            """
+            mask = row_mask[:, None] & (c < n_cols)[None, :]
+            x = <<load>>
+            """,
+            load=tiled_load,
+        ),
+    )
+    span = "n_span" if window else "n_cols"
     if p["target_from_tile"]:
-        whole_target = "x_t = tl.sum(tl.where(cols[None, :] == t[:, None], x, 0.0), axis=1)"
+        # Inside a window the column of the row is the window index minus lead.
+        whole_target = _by_vec(p, "x_t = tl.sum(tl.where(cols[None, :] - lead == t[:, None], x, 0.0), axis=1)",
+                               "x_t = tl.sum(tl.where(cols[None, :] == t[:, None], x, 0.0), axis=1)")
         tiled_target_init = "x_t = tl.zeros([ROWS], dtype=tl.float32)"
-        tiled_target_step = "x_t += tl.sum(tl.where(c[None, :] == t[:, None], x, 0.0), axis=1)"
+        tiled_target_step = _by_vec(p, "x_t += tl.sum(tl.where(c[None, :] - lead == t[:, None], x, 0.0), axis=1)",
+                                    "x_t += tl.sum(tl.where(c[None, :] == t[:, None], x, 0.0), axis=1)")
     else:
         gather = "x_t = tl.load(x_ptr + rows.to(tl.int64) * stride_x + t, mask=row_mask, other=0.0).to(tl.float32)"
         whole_target, tiled_target_init, tiled_target_step = gather, gather, ""
@@ -96,10 +205,9 @@ def _kernel(p: dict) -> str:
             <<target_init>>
             m = tl.full([ROWS], -float("inf"), dtype=tl.float32)
             s = tl.zeros([ROWS], dtype=tl.float32)
-            for start in range(0, n_cols, BLOCK_V):
+            for start in range(0, <<span>>, BLOCK_V):
                 c = start + cols
-                mask = row_mask[:, None] & (c < n_cols)[None, :]
-                x = <<load>>
+                <<read>>
                 <<target_step>>
                 m_new = tl.maximum(m, tl.max(x, axis=1))
                 m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
@@ -109,7 +217,8 @@ def _kernel(p: dict) -> str:
             """,
             target_init=tiled_target_init,
             target_step=tiled_target_step,
-            load=tiled_load,
+            span=span,
+            read=tiled_read,
             rescale=_exp(p, "m - m_safe"),
             e=_exp(p, "x - m_safe[:, None]"),
         )
@@ -119,23 +228,22 @@ def _kernel(p: dict) -> str:
             # Pass 1: the row max (and the target logit). Pass 2: the sum of exponentials.
             <<target_init>>
             m = tl.full([ROWS], -float("inf"), dtype=tl.float32)
-            for start in range(0, n_cols, BLOCK_V):
+            for start in range(0, <<span>>, BLOCK_V):
                 c = start + cols
-                mask = row_mask[:, None] & (c < n_cols)[None, :]
-                x = <<load>>
+                <<read>>
                 <<target_step>>
                 m = tl.maximum(m, tl.max(x, axis=1))
             m = tl.where(m == -float("inf"), 0.0, m)
             s = tl.zeros([ROWS], dtype=tl.float32)
-            for start in range(0, n_cols, BLOCK_V):
+            for start in range(0, <<span>>, BLOCK_V):
                 c = start + cols
-                mask = row_mask[:, None] & (c < n_cols)[None, :]
-                x = <<load>>
+                <<read>>
                 s += tl.sum(<<e>>, axis=1)
             """,
             target_init=tiled_target_init,
             target_step=tiled_target_step,
-            load=tiled_load,
+            span=span,
+            read=tiled_read,
             e=_exp(p, "x - m[:, None]"),
         )
     body = fill(
@@ -144,11 +252,11 @@ def _kernel(p: dict) -> str:
         rows = first_row + tl.arange(0, ROWS)
         row_mask = rows < n_rows
         x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_x
+        <<window_setup>>
         t = tl.load(t_ptr + rows, mask=row_mask, other=0)
         if NUM_TILES == 1:
             # The whole row of logits fits one tile: read it once.
-            mask = row_mask[:, None] & (cols < n_cols)[None, :]
-            <<whole_load>>
+            <<whole_read>>
             x = x.to(tl.float32)
             m = tl.max(x, axis=1)
             m = tl.where(m == -float("inf"), 0.0, m)  # rows past the end: keep them finite
@@ -159,7 +267,8 @@ def _kernel(p: dict) -> str:
         loss = tl.where(row_mask, m + <<log_s>> - x_t, 0.0)
         total += tl.sum(loss, axis=0)
         """,
-        whole_load=whole_load,
+        window_setup=WINDOW_SETUP if window else "",
+        whole_read=whole_read,
         e_whole=_exp(p, "x - m[:, None]"),
         whole_target=whole_target,
         tiled=tiled,
@@ -176,7 +285,7 @@ def _kernel(p: dict) -> str:
         @triton.jit
         def _cross_entropy_rows(
             x_ptr, t_ptr, partial_ptr, n_rows, n_cols, stride_x,
-            BLOCK_V: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, USE_TMA: tl.constexpr,
+            BLOCK_V: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, USE_TMA: tl.constexpr,<<vec>>
         ):
             cols = tl.arange(0, BLOCK_V)
             total = tl.zeros([1], dtype=tl.float32)
@@ -186,10 +295,12 @@ def _kernel(p: dict) -> str:
         """,
         tma_setup=tma_setup,
         loop=row_loop(body, bool(p["persistent"])),
+        vec=" VEC: tl.constexpr," if window else "",
     )
     if p["autotune"]:
         kernel = autotune_decorator(
-            "[triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (16, 8, 32)]", '["n_cols", "ROWS"]'
+            "[triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (16, 8, 32)]",
+            '["n_cols", "ROWS", "VEC"]' if window else '["n_cols", "ROWS"]',
         ) + "\n" + kernel
     finish = fill(
         """
@@ -208,6 +319,8 @@ def _kernel(p: dict) -> str:
 
 def _launcher(p: dict) -> str:
     grid = "(min(n_blocks, PERSISTENT * _num_sms(x.device)),)" if p["persistent"] else "(n_blocks,)"
+    if p["aligned_window"]:
+        return _window_launcher(p, grid)
     return fill(
         '''
         def kernel_fn(logits, targets):
@@ -237,6 +350,54 @@ def _launcher(p: dict) -> str:
         grid=grid,
         launch_opts=launch_opts(p["autotune"]),
         use_tma="TMA and num_tiles == 1 and _tma_ready(x, block_cols=block_v)" if p["tma"] else "False",
+    )
+
+
+def _window_launcher(p: dict, grid: str) -> str:
+    """The launcher with the aligned window: at an odd vocabulary, the rows before the last block go
+    through the window (VEC > 1) and the last block, whose windows could run past the tensor, through the
+    plain path (VEC = 1), in a second launch; an aligned vocabulary has only the plain launch."""
+    return fill(
+        '''
+        def kernel_fn(logits, targets):
+            """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
+            n_cols = logits.shape[-1]
+            x = logits.reshape(logits.shape[:-1].numel(), n_cols)
+            if x.stride(-1) != 1:
+                x = x.contiguous()
+            t = targets.reshape(-1).contiguous()
+            n_rows = x.shape[0]
+            out = torch.empty((), dtype=torch.float32, device=x.device)
+            if n_rows == 0:
+                return torch.full((), float("nan"), dtype=torch.float32, device=x.device)
+            vec = 16 // x.element_size()
+            split = 0  # rows [0, split) through the aligned window, the rest plain
+            if ALIGNED_WINDOW and n_cols % vec and x.stride(0) >= vec and x.data_ptr() % 16 == 0:
+                split = (n_rows - 1) // ROWS_PER_PROGRAM * ROWS_PER_PROGRAM
+            parts = [(x[:split], t[:split], vec), (x[split:], t[split:], 1)] if split else [(x, t, 1)]
+            grids = []
+            for xp, _, _ in parts:
+                n_blocks = triton.cdiv(xp.shape[0], ROWS_PER_PROGRAM)
+                grids.append(<<grid>>)
+            partials = torch.empty(sum(g[0] for g in grids), dtype=torch.float32, device=x.device)
+            first = 0
+            for (xp, tp, v), grid in zip(parts, grids):
+                span = n_cols + v - 1  # a window spans up to VEC - 1 elements more than the row
+                block_v = min(triton.next_power_of_2(span), MAX_BLOCK_V)
+                num_tiles = triton.cdiv(span, block_v)
+                _cross_entropy_rows[grid](
+                    xp, tp, partials[first:], xp.shape[0], n_cols, xp.stride(0),
+                    BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
+                    USE_TMA=<<use_tma>>, VEC=v<<launch_opts>>,
+                )
+                first += grid[0]
+            _mean_of_partials[(1,)](partials, out, first, n_rows, BLOCK=1024, num_warps=4)
+            return out
+        ''',
+        grid=grid,
+        launch_opts=launch_opts(p["autotune"]),
+        # TMA serves the plain path only (at an odd vocabulary its 16-byte row-stride rule fails anyway).
+        use_tma="v == 1 and TMA and num_tiles == 1 and _tma_ready(xp, block_cols=block_v)" if p["tma"] else "False",
     )
 
 
