@@ -80,7 +80,8 @@ def kernel_fn(logits, targets):
     out = torch.empty((), dtype=torch.float32, device=logits.device)
     vec = 16 // logits2d.element_size()
     plain_from = 0
-    if vocab % vec and rows > 1 and logits2d.data_ptr() % 16 == 0:
+    # (vocab >= vec: a window ends at most vec - 1 elements past its row, inside the rows after it)
+    if vocab % vec and vocab >= vec and rows > 1 and logits2d.data_ptr() % 16 == 0:
         plain_from = rows - 1  # every row but the last through the aligned window
         block, warps = _launch_shape(vocab + vec - 1)
         _row_loss_kernel[(plain_from,)](logits2d, targets, losses, vocab, logits2d.stride(0), 0,
