@@ -19,6 +19,9 @@ mkdir -p "$RESULTS" "$FINAL_OUT"
 export PYTHONUNBUFFERED=1 AUTOKERNEL_DB="$RESULTS/sessions.db" AUTOKERNEL_CACHE_DIR=/tmp/ak-cache \
   TORCH_EXTENSIONS_DIR=/tmp/torch-ext PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 PY=${PYTHON:-python3}
+# DEVICE=cpu SIZE=small runs the steps here under Triton's interpreter: a dry run of the script, nothing measured.
+DEVICE=${DEVICE:-cuda} SIZE=${SIZE:-large}
+export DEVICE SIZE
 ak() { "$PY" -m autokernel.engine.cli "$@"; }
 
 pack() { tar czf "$FINAL_OUT/results.tgz" -C "$RESULTS" . && echo "packed $(du -sh "$FINAL_OUT/results.tgz" | cut -f1)"; }
@@ -53,7 +56,7 @@ PY
 check_one() {
   # One starter through the five stages; prints one verdict line.
   local k=$1 b=$2 f="$RESULTS/check_$1_$2.json"
-  ak check --kernel "$k" --backend "$b" --device cuda --json > "$f" 2> "${f%.json}.log"
+  ak check --kernel "$k" --backend "$b" --device "$DEVICE" --json > "$f" 2> "${f%.json}.log"
   local rc=$?
   echo "check $k $b rc=$rc $("$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); f=[s for s in d["stages"] if not s["passed"]]; print("PASS" if d["passed"] else "FAIL", (f[0]["name"]+": "+f[0]["detail"][:200]) if f else d.get("error",""))' "$f" 2>/dev/null)"
 }
@@ -72,17 +75,17 @@ step_check() {
 }
 
 step_profile() {
-  ak profile --device cuda --size large --json > "$RESULTS/profile.json" 2> "$RESULTS/profile.log"; echo "profile rc=$?"
-  ak profile --device cuda --size large > "$RESULTS/profile.txt" 2>> "$RESULTS/profile.log"
+  ak profile --device "$DEVICE" --size "$SIZE" --json > "$RESULTS/profile.json" 2> "$RESULTS/profile.log"; echo "profile rc=$?"
+  ak profile --device "$DEVICE" --size "$SIZE" > "$RESULTS/profile.txt" 2>> "$RESULTS/profile.log"
   head -30 "$RESULTS/profile.txt"
 }
 
 step_bench() {
-  ak bench --device cuda --dtype bf16 --json > "$RESULTS/bench.json" 2> "$RESULTS/bench.log"; echo "bench rc=$?"
+  ak bench --device "$DEVICE" --dtype bf16 --json > "$RESULTS/bench.json" 2> "$RESULTS/bench.log"; echo "bench rc=$?"
 }
 
 step_optimize() {
-  ak optimize --headless --device cuda --size large --max-experiments "${MAX_EXPERIMENTS:-100}" \
+  ak optimize --headless --device "$DEVICE" --size "$SIZE" --max-experiments "${MAX_EXPERIMENTS:-100}" \
     --budget "${OPT_BUDGET:-8m}" --plateau "${PLATEAU:-15}" --json > "$RESULTS/optimize.json" 2> "$RESULTS/optimize.log"
   echo "optimize rc=$?"; tail -5 "$RESULTS/optimize.log"
 }
@@ -90,7 +93,7 @@ step_optimize() {
 step_hotspots() {
   # Issue 5's bandwidth target: rmsnorm, softmax and cross_entropy at the Llama example's shapes, from
   # the starters, by the playbook agent, one session through all three (engine/examples/llama_hotspots.py).
-  ak optimize llama_hotspots --headless --device cuda --size large --max-experiments "${HOT_EXPERIMENTS:-300}" \
+  ak optimize llama_hotspots --headless --device "$DEVICE" --size "$SIZE" --max-experiments "${HOT_EXPERIMENTS:-300}" \
     --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-30}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
   echo "hotspots rc=$?"; tail -8 "$RESULTS/hotspots.log"
 }
@@ -100,7 +103,7 @@ step_pace() {
   # (engine/precompile.py), each with a cold Triton cache of its own so neither gets the other's kernels.
   for pc in 0 1; do
     AUTOKERNEL_PARALLEL_COMPILE=$pc TRITON_CACHE_DIR="/tmp/triton-pace-$pc" ak optimize llama_hotspots --headless \
-      --device cuda --size large --max-experiments 12 --plateau 100 --no-integrate --json \
+      --device "$DEVICE" --size "$SIZE" --max-experiments "${PACE_EXPERIMENTS:-12}" --plateau 100 --no-integrate --json \
       > "$RESULTS/pace_$pc.json" 2> "$RESULTS/pace_$pc.log"
     echo "pace parallel_compile=$pc rc=$? $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("experiment_seconds"))' "$RESULTS/pace_$pc.json" 2>&1)" \
       | tee -a "$RESULTS/pace.txt"
@@ -115,7 +118,7 @@ step_gputests() {
 }
 
 step_kernelbench() {
-  ak kernelbench tests/kernelbench_problems --device cuda --max-experiments-per-problem "${KB_EXPERIMENTS:-10}" --json \
+  ak kernelbench tests/kernelbench_problems --device "$DEVICE" --max-experiments-per-problem "${KB_EXPERIMENTS:-10}" --json \
     > "$RESULTS/kernelbench.json" 2> "$RESULTS/kernelbench.log"; echo "kernelbench rc=$?"
   ak sessions --json > "$RESULTS/sessions.json" 2>/dev/null
 }
