@@ -62,6 +62,23 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int
     return out
 
 
+def compiled_forward(model: Any, inputs: list, notes: list[str]) -> Callable[[], Any] | None:
+    """`torch.compile(model)` warmed up on `inputs` (three calls, synchronized), as a forward to time;
+    None, with the reason appended to `notes`, when it fails (compile can fail on odd models: the other
+    numbers stand)."""
+    import torch
+
+    try:
+        compiled = torch.compile(model)
+        for _ in range(3):
+            compiled(*inputs)
+        torch.cuda.synchronize()
+    except Exception as e:
+        notes.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        return None
+    return lambda: compiled(*inputs)
+
+
 class SiteTimer:
     """Times named sub-modules of a model (grouped by a label) and the whole forward, per forward.
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .events import IntegrationResult
-from .forward_timing import SiteTimer, breakdown_text, site_breakdown, time_interleaved
+from .forward_timing import SiteTimer, breakdown_text, compiled_forward, site_breakdown, time_interleaved
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
 # their own check still round differently, and the differences add up through the layers.
@@ -236,15 +236,9 @@ def run_request(request: dict) -> dict:
         meaningful = device == "cuda"
 
         fns = {"eager": lambda: original(*inputs), "patched": lambda: patched(*inputs)}
-        if device == "cuda":
-            try:
-                compiled = torch.compile(copy.deepcopy(original))
-                for _ in range(3):
-                    compiled(*inputs)
-                torch.cuda.synchronize()
-                fns["compile"] = lambda: compiled(*inputs)
-            except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
-                details.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        compiled = compiled_forward(copy.deepcopy(original), inputs, details) if device == "cuda" else None
+        if compiled is not None:
+            fns["compile"] = compiled
         times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if meaningful else 1)
         eager_ms, model_ms = times["eager"].ms, times["patched"].ms
         compile_ms = times["compile"].ms if "compile" in times else None

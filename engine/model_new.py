@@ -186,7 +186,7 @@ def check_model_new(request: dict) -> dict:
     device = request["device"]
     import torch
 
-    from .forward_timing import time_interleaved
+    from .forward_timing import compiled_forward, time_interleaved
     from .integrate import TIMING_ROUNDS, _tensors
     from .model_loading import SIZE_ENV, _move, default_size
     from .problem_spec import build_seeded
@@ -218,15 +218,10 @@ def check_model_new(request: dict) -> dict:
             fns["model_new"] = lambda: model_new(*inputs)
         except Exception as e:
             problems.append(f"timing ModelNew raised {type(e).__name__}: {e}")
-        if device == "cuda":  # on the CPU compiling takes longer than the whole check, and means nothing
-            try:
-                compiled = torch.compile(model)
-                for _ in range(3):
-                    compiled(*inputs)
-                torch.cuda.synchronize()
-                fns["compile"] = lambda: compiled(*inputs)
-            except Exception as e:  # compile can fail on odd models; say so, keep the other numbers
-                problems.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        # on the CPU compiling takes longer than the whole check, and means nothing
+        compiled = compiled_forward(model, inputs, problems) if device == "cuda" else None
+        if compiled is not None:
+            fns["compile"] = compiled
         try:  # interleaved rounds, as the model integration times (forward_timing.time_interleaved)
             times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if device == "cuda" else 1)
         except Exception as e:

@@ -337,24 +337,25 @@ class TargetSearch:
         reported: set[str] = set()
         screened = list(dtypes or [])
 
+        def stage_result(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
+            ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,
+                                    detail=str(detail or ""), seconds=float(seconds or 0.0), dtypes=screened))
+
         def on_stage(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
             ctx.control.drain()
             if status in ("pass", "fail", "crash", "timeout", "skipped"):
                 reported.add(stage)
-            ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,
-                                    detail=str(detail or ""), seconds=float(seconds or 0.0), dtypes=screened))
+            stage_result(stage, status, detail, seconds)
 
         try:
             report = ctx.worker.check(str(path), kernel=t.name, backend=t.backend, on_stage=on_stage,
                                       extra_shapes=[dict(t.shape)] if t.shape else None,
-                                      **({"dtypes": screened} if screened else {}), **self._problem_args())
+                                      dtypes=screened or None, **self._problem_args())
         except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
             for s in STAGES:
                 if s not in reported:
-                    ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s,
-                                            status="crash" if s == STAGES[0] else "skipped",
-                                            detail=f"worker error: {type(e).__name__}: {e}" if s == STAGES[0] else "",
-                                            dtypes=screened))
+                    stage_result(s, "crash" if s == STAGES[0] else "skipped",
+                                 f"worker error: {type(e).__name__}: {e}" if s == STAGES[0] else "")
                     break
             return
         outcomes = {s.name: s for s in report.stages}
@@ -363,15 +364,12 @@ class TargetSearch:
                 continue
             o = outcomes.get(s)
             if o is not None:
-                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status=o.status,
-                                        detail=o.detail, seconds=o.seconds, dtypes=screened))
+                stage_result(s, o.status, o.detail, o.seconds)
             elif report.error and not reported:
-                ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=s, status="fail", detail=report.error,
-                                        dtypes=screened))
+                stage_result(s, "fail", report.error)
                 break
         if not report.passed and c.passed:  # the report disagrees with the stages: trust the report
-            ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=STAGES[-1], status="fail",
-                                    detail=report.error or "the harness did not pass this candidate", dtypes=screened))
+            stage_result(STAGES[-1], "fail", report.error or "the harness did not pass this candidate")
 
     def _bench(self, c: CandidateRecord, path: Path) -> None:
         ctx, t = self.ctx, self.t
