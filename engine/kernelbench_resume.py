@@ -33,6 +33,15 @@ class StoredBatch:
         return {i: sid for i, sid in self.sessions.items() if i >= len(self.kept)}
 
 
+def refuse_changed_settings(flags: list[tuple[str, Any]]) -> None:
+    """UserError naming the flags (name, value) that were given beside --resume: a batch goes on with the
+    problems and settings it was started with (the CLI and the TUI name their own flags)."""
+    given = [name for name, value in flags if value]
+    if given:
+        raise UserError(f"--resume continues a batch with the problems and settings it was started with; "
+                        f"leave out {', '.join(given)}")
+
+
 def load_batch(store: Store, ref: str, api_base: str | None = None, device: str | None = None) -> StoredBatch:
     """The batch `ref` (an id, a unique prefix or `latest`: the newest batch); UserError if it is
     not a batch, is still running or complete, or would run differently than it was started."""

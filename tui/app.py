@@ -222,14 +222,10 @@ def _kernelbench_resume_app(args: argparse.Namespace, store: Store) -> Autokerne
     """`--resume BATCH`: the batch goes on with its own problems and settings (engine/kernelbench_resume.py)."""
     from autokernel.engine.devices import resolve_device
     from autokernel.engine.kernelbench import KernelBenchBatch
-    from autokernel.engine.kernelbench_resume import load_batch
+    from autokernel.engine.kernelbench_resume import load_batch, refuse_changed_settings
 
-    given = [flag for flag, value in (("MODEL.py", args.model), ("--max-experiments", args.max_experiments),
-                                      ("--size", args.size), ("--agent", args.agent != "playbook"))
-             if value]
-    if given:
-        raise UserError(f"--resume continues a batch with the problems and settings it was started with; "
-                        f"leave out {', '.join(given)}")
+    refuse_changed_settings([("MODEL.py", args.model), ("--max-experiments", args.max_experiments),
+                             ("--size", args.size), ("--agent", args.agent != "playbook")])
     stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
     resolve_device(stored.config.device)
     inbox = EventInbox()

@@ -186,15 +186,11 @@ def _resumed_batch(args: argparse.Namespace) -> tuple[Any, int]:
     """The stored batch, refused in one line where the flags would change how it runs."""
     from ..devices import resolve_device
     from ..kernelbench import KernelBenchBatch
-    from ..kernelbench_resume import load_batch
+    from ..kernelbench_resume import load_batch, refuse_changed_settings
     from ..session import make_agent
 
-    given = [flag for flag, value in (("PATH", args.paths), ("--agent", args.agent), ("--size", args.size),
-                                      ("--max-experiments-per-problem", args.max_experiments_per_problem))
-             if value]
-    if given:
-        raise UserError(f"--resume continues a batch with the problems and settings it was started with; "
-                        f"leave out {', '.join(given)}")
+    refuse_changed_settings([("PATH", args.paths), ("--agent", args.agent), ("--size", args.size),
+                             ("--max-experiments-per-problem", args.max_experiments_per_problem)])
     store = open_store(args)
     stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
     resolve_device(stored.config.device)  # a cuda batch on a machine without one fails here
