@@ -135,3 +135,32 @@ def fake_profiler(kinds=("fakesoft", "fakenorm")):
     rows += [{"name": f"aten::{k}", "kind": k, "share": 0.2 / (i + 1), "target_shape": {"rows": 4, "cols": 8},
               "target_dtype": "fp32", "max_speedup": 1.2} for i, k in enumerate(kinds)]
     return lambda model_path, device, size: SimpleNamespace(device=device, total_ms=10.0, rows=rows)
+
+
+# -- KernelBench batches with the loop's doubles -----------------------------------------------------------
+PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
+
+
+def batch_session_factory(delay_s: float = 0.0):
+    """A `KernelBenchBatch` session factory: real `OptimizeSession`s with the loop's doubles whose
+    KernelBench check answers from the problem's name (`wrong` fails it; `cumsum` has nothing to target)."""
+    from pathlib import Path as _Path
+
+    from autokernel.engine import events as ev
+    from autokernel.engine.session import OptimizeSession
+
+    class CheckedSession(OptimizeSession):
+        def _integrate(self, device):
+            ok = "wrong" not in _Path(self.config.model_path).stem
+            self.recorder.emit(ev.IntegrationResult(
+                replaced=[{"kind": "fakesoft", "calls": 3, "modules": 0, "fallbacks": 0, "mismatches": []}],
+                correct=ok, detail=f"KernelBench check: {3 if ok else 1}/3 trials of fresh get_inputs() within "
+                                   f"atol = rtol = 0.01; ModelNew: /x/model_new.py", model_ms=1.0, eager_ms=1.6,
+                compile_ms=1.2, speedup_eager=1.6, speedup_compile=1.2, meaningful=True))
+
+    def factory(config, store, listeners):
+        kinds = () if "cumsum" in config.model_path else ("fakesoft",)
+        return CheckedSession(config, store, listeners, agent=EndlessAgent(), worker=FakeWorker(delay_s=delay_s),
+                              profiler=fake_profiler(kinds))
+
+    return factory

@@ -21,6 +21,8 @@ from autokernel.engine.integrate import integrate_session_kernels
 from autokernel.engine.kernelbench import ProblemResult, discover, fast_p
 from autokernel.engine.store import Store
 
+from loop_doubles import PROBLEM_SRC
+
 PROBLEMS = Path(__file__).parent / "kernelbench_problems"
 SOFTMAX = PROBLEMS / "level1" / "1_softmax.py"
 CUMSUM = PROBLEMS / "level1" / "4_cumsum.py"
@@ -80,9 +82,6 @@ def test_a_row_names_what_a_resume_needs_and_an_unsolved_whole_problem_is_incorr
 
 
 # -- discovery -----------------------------------------------------------------------------------
-PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
-
-
 def test_discovery_finds_problems_in_nested_level_folders_and_ignores_other_files(tmp_path):
     for rel in ("level1/2_b.py", "level1/10_a.py", "level2/deep/1_c.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

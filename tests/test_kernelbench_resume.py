@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,32 +16,15 @@ from autokernel.engine import events as ev
 from autokernel.engine.errors import UserError
 from autokernel.engine.kernelbench import BatchConfig, KernelBenchBatch, discover
 from autokernel.engine.kernelbench_resume import load_batch
-from autokernel.engine.session import OptimizeSession
 from autokernel.engine.store import Store
 
-from loop_doubles import EndlessAgent, FakeWorker, fake_profiler, install_fake_specs
+from loop_doubles import PROBLEM_SRC, batch_session_factory, install_fake_specs
 
-PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
 NAMES = ["1_good.py", "2_good.py", "3_cumsum.py", "4_wrong.py"]  # correct, correct, skipped, incorrect
 PER_PROBLEM = 5
 
 
-class _CheckedSession(OptimizeSession):
-    """The real session; its KernelBench check answers from the problem's name (`wrong` fails it)."""
-
-    def _integrate(self, device):
-        ok = "wrong" not in Path(self.config.model_path).stem
-        self.recorder.emit(ev.IntegrationResult(
-            replaced=[{"kind": "fakesoft", "calls": 3, "modules": 0, "fallbacks": 0, "mismatches": []}],
-            correct=ok, detail=f"KernelBench check: {3 if ok else 1}/3 trials of fresh get_inputs() within "
-                               f"atol = rtol = 0.01; ModelNew: /x/model_new.py", model_ms=1.0, eager_ms=1.6,
-            compile_ms=1.2, speedup_eager=1.6, speedup_compile=1.2, meaningful=True))
-
-
-def _factory(config, store, listeners):
-    kinds = () if "cumsum" in config.model_path else ("fakesoft",)  # nothing to target: skipped
-    return _CheckedSession(config, store, listeners, agent=EndlessAgent(), worker=FakeWorker(delay_s=0.1),
-                           profiler=fake_profiler(kinds))
+_factory = batch_session_factory(delay_s=0.1)
 
 
 @pytest.fixture

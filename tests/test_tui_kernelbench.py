@@ -7,14 +7,10 @@ name, since the real one is covered end to end in test_kernelbench.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from autokernel.engine import events as ev
 from autokernel.engine.errors import UserError
 from autokernel.engine.kernelbench import BatchConfig, KernelBenchBatch, discover
-from autokernel.engine.session import OptimizeSession
 from autokernel.engine.store import Store
 from autokernel.tui.app import AutokernelApp, build_parser, make_app
 from autokernel.tui.screens.kernelbench import KernelBenchScreen
@@ -22,22 +18,8 @@ from autokernel.tui.screens.live import EventInbox
 from autokernel.tui.screens.replay import ReplayScreen
 from autokernel.tui.widgets.problems import ProblemTable
 
-from loop_doubles import EndlessAgent, FakeWorker, fake_profiler, install_fake_specs
+from loop_doubles import PROBLEM_SRC, batch_session_factory, install_fake_specs
 from tui_support import sync, wait_for
-
-PROBLEM_SRC = "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\n"
-
-
-class _CheckedSession(OptimizeSession):
-    """The real session; its KernelBench check answers from the problem's name (`wrong` fails it)."""
-
-    def _integrate(self, device):
-        ok = "wrong" not in Path(self.config.model_path).stem
-        self.recorder.emit(ev.IntegrationResult(
-            replaced=[{"kind": "fakesoft", "calls": 3, "modules": 0, "fallbacks": 0, "mismatches": []}],
-            correct=ok, detail=f"KernelBench check: {3 if ok else 1}/3 trials of fresh get_inputs() within "
-                               f"atol = rtol = 0.01; ModelNew: /x/model_new.py", model_ms=1.0, eager_ms=1.6,
-            compile_ms=1.2, speedup_eager=1.6, speedup_compile=1.2, meaningful=True))
 
 
 def _batch(tmp_path, monkeypatch, names, delay_s=0.0, max_experiments=4):
@@ -47,15 +29,9 @@ def _batch(tmp_path, monkeypatch, names, delay_s=0.0, max_experiments=4):
         (tmp_path / name).write_text(PROBLEM_SRC)
         paths.append(tmp_path / name)
     store = Store(tmp_path / "s.db")
-
-    def factory(config, store, listeners):
-        kinds = () if "cumsum" in config.model_path else ("fakesoft",)  # nothing to target: skipped
-        return _CheckedSession(config, store, listeners, agent=EndlessAgent(), worker=FakeWorker(delay_s=delay_s),
-                               profiler=fake_profiler(kinds))
-
     inbox = EventInbox()
     batch = KernelBenchBatch(discover(paths)[0], BatchConfig(device="cpu", max_experiments=max_experiments), store,
-                             listeners=[inbox.push], session_factory=factory)
+                             listeners=[inbox.push], session_factory=batch_session_factory(delay_s))
     return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox), batch, store
 
 
