@@ -87,7 +87,7 @@ class SiteTimer:
     a module whose `forward` was swapped for a kernel is timed the same way as the original."""
 
     def __init__(self, model: Any, sites: Iterable[tuple[str, str]], device: str):
-        self.model, self.device = model, device
+        self.device = device
         self._pairs: dict[str, list] = {}
         self._open: dict[int, list] = {}
         self._handles = []
@@ -97,8 +97,8 @@ class SiteTimer:
             if m is None:
                 continue
             self._pairs.setdefault(label, [])
-            self._handles.append(m.register_forward_pre_hook(self._pre(m)))
-            self._handles.append(m.register_forward_hook(self._post(m, label)))
+            self._handles.append(m.register_forward_pre_hook(self._pre))
+            self._handles.append(m.register_forward_hook(self._post(label)))
 
     def _stamp(self) -> Any:
         if self.device == "cuda":
@@ -114,12 +114,10 @@ class SiteTimer:
             return float(start.elapsed_time(end))
         return (end - start) * 1e3
 
-    def _pre(self, module: Any) -> Callable:
-        def hook(mod, args):
-            self._open.setdefault(id(mod), []).append(self._stamp())
-        return hook
+    def _pre(self, mod: Any, args: Any) -> None:
+        self._open.setdefault(id(mod), []).append(self._stamp())
 
-    def _post(self, module: Any, label: str) -> Callable:
+    def _post(self, label: str) -> Callable:
         def hook(mod, args, output):
             stack = self._open.get(id(mod))
             if stack:
