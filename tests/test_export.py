@@ -204,3 +204,33 @@ def test_patcher_routes_matching_calls_and_refuses_a_wrong_kernel():
         typed = copy.deepcopy(model)
         stats = kernel_patch.patch(typed, {"softmax": kernel_patch.KernelEntry("softmax", good["softmax"], dtypes=["fp16"])})
         assert torch.equal(typed(x), ref) and stats.calls["softmax"] == 0 and stats.fallbacks["softmax"] == 1
+
+
+def test_patcher_judges_a_half_precision_site_against_the_exact_result_not_only_the_models_rounding():
+    """The bundled Llama's rotary embedding in bf16 rounds x*cos, rotate(x)*sin and their sum; a kernel
+    that rounds once differs from it by an ulp where the two terms cancel (seen on the H100: max abs
+    error 0.0312 against atol 0.01, so every rotary site fell back to PyTorch). Such a kernel is used;
+    one that computes something else is still refused in half precision."""
+    from autokernel.engine.examples.llama import RotaryEmbedding, rotate_half
+
+    torch.manual_seed(0)
+    rotary = RotaryEmbedding(64, 256).to(torch.bfloat16)
+    x = (torch.randn(2, 4, 256, 64) * 6).to(torch.bfloat16)
+
+    def fused(x, cos, sin):  # fp32 math, one rounding: what a fused kernel does
+        xf = x.float()
+        return (xf * cos.float() + rotate_half(xf) * sin.float()).to(x.dtype)
+
+    with torch.no_grad():
+        ref = rotary(x)
+        tol = kernel_patch._DEFAULT_TOL
+        assert not kernel_patch._close(fused(x, rotary.cos, rotary.sin), ref, tol)[0]  # the H100's case
+        good = copy.deepcopy(rotary)
+        stats = kernel_patch.patch(good, {"rotary_embedding": fused})
+        out = good(x)
+        assert stats.calls["rotary_embedding"] == 1 and not stats.mismatches["rotary_embedding"]
+        assert torch.equal(out, fused(x, rotary.cos, rotary.sin))
+        wrong = copy.deepcopy(rotary)
+        stats = kernel_patch.patch(wrong, {"rotary_embedding": lambda x, cos, sin: fused(x, cos, -sin)})
+        assert torch.equal(wrong(x), ref)
+        assert stats.calls["rotary_embedding"] == 0 and stats.mismatches["rotary_embedding"]
