@@ -164,8 +164,13 @@ def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: t
     if device != "cuda":
         return event_ms, "", out, args
     n = max(5, min(200, int(50 / max(event_ms, 1e-3))))
+    limit = SIDE_STREAM_SLACK * event_ms + 0.05
     wall_ms = wall_clock_ms(fn, sets, n)
-    if wall_ms > SIDE_STREAM_SLACK * event_ms + 0.05:
+    for _ in range(2):  # a host hiccup (a garbage collection, a clock ramp) is not the kernel's: look again
+        if wall_ms <= limit:
+            break
+        wall_ms = min(wall_ms, wall_clock_ms(fn, sets, n))
+    if wall_ms > limit:
         return wall_ms, (f"wall-clock {wall_ms:.4f} ms vs events {event_ms:.4f} ms: work escapes the timed stream "
                          f"(or launch-bound); the wall-clock time is reported"), out, args
     return event_ms, "", out, args
