@@ -188,7 +188,7 @@ class TargetDone(Event):
     target: str = ""
     best_candidate_id: str | None = None
     best_speedup: float = 0.0
-    reason: str = ""  # plateau | budget | skipped | exhausted | failed (the starter failed its checks)
+    reason: str = ""  # plateau | ceiling | budget | skipped | exhausted | failed (the starter failed its checks)
 
 
 @dataclass

@@ -34,6 +34,10 @@ class SearchLimits:
     budget_s: float | None = None  # wall time of this run
     max_cost_usd: float | None = None  # LLM spend, whole session
     plateau: int = 30  # experiments without a new best before moving on
+    # A target whose best reaches this fraction of the device's measured ceiling (copy bandwidth or
+    # matmul rate) is done: no variant can gain more than the rest, and the budget is better spent on
+    # the next target. Only a GPU measurement counts; None never stops there.
+    stop_at_ceiling: float | None = 0.95
     noise_margin: float = 0.02  # a candidate must be this much faster than the best to count
     seeds: int = 2  # how many of the pool seed each round
     pool_size: int = 6
@@ -148,6 +152,9 @@ class TargetSearch:
                 return reason
             if t.since_improvement >= ctx.limits.plateau:
                 return self._done("plateau", f"no new best in {t.since_improvement} experiments")
+            at = self._at_ceiling()
+            if at:
+                return self._done("ceiling", f"the best is at {at:.0%} of the measured ceiling")
             queue = self._propose_round()
             if not queue and self._agent_failed and self._agent_failures < AGENT_FAILURES_ALLOWED:
                 continue  # the agent failed (network, parse): ask again, a few times, before giving up
@@ -158,9 +165,16 @@ class TargetSearch:
                 reason = self._check_controls(budget=True)
                 if reason:
                     return reason
-                if t.since_improvement >= ctx.limits.plateau:
+                if t.since_improvement >= ctx.limits.plateau or self._at_ceiling():
                     break
                 self._experiment(idea, variant, parent)
+
+    def _at_ceiling(self) -> float:
+        """The best's fraction of the ceiling when it has reached `stop_at_ceiling` on a GPU, else 0."""
+        limit, best = self.ctx.limits.stop_at_ceiling, self.t.best
+        bench = (best.bench or {}) if best else {}
+        fraction = float(bench.get("fraction_of_ceiling") or 0.0)
+        return fraction if limit and bench.get("meaningful") and fraction >= limit else 0.0
 
     def _check_controls(self, budget: bool = False) -> str | None:
         """Pause, stop, skip and budgets, looked at between experiments."""

@@ -56,6 +56,7 @@ class SessionConfig:
     resume: str | None = None  # a session id (or prefix, or `latest`) to continue
     backend: str = "triton"
     plateau: int = 30  # the playbook walks six tiers, two ideas of up to three variants each, before it repeats
+    stop_at_ceiling: float | None = 0.95  # a target whose best reaches this fraction of the ceiling is done
     seeds: int = 2
     max_ideas: int = 3
     max_variants: int = 3
@@ -70,6 +71,7 @@ class SessionConfig:
     def limits(self) -> SearchLimits:
         return SearchLimits(max_experiments=self.max_experiments, budget_s=self.budget_s,
                             max_cost_usd=self.max_cost_usd, plateau=self.plateau, seeds=self.seeds,
+                            stop_at_ceiling=self.stop_at_ceiling,
                             max_ideas=self.max_ideas, max_variants=self.max_variants)
 
     def validate(self) -> None:
@@ -392,7 +394,7 @@ class OptimizeSession:
             config={"model_path": str(model_path), "device": device, "agent": cfg.agent, "approval": cfg.approval,
                     "max_experiments": cfg.max_experiments, "budget_s": cfg.budget_s,
                     "max_cost_usd": cfg.max_cost_usd, "size": cfg.size, "backend": cfg.backend,
-                    "plateau": cfg.plateau, "integration": cfg.integration, "api_base": _stored_url(cfg.api_base)},
+                    "plateau": cfg.plateau, "stop_at_ceiling": cfg.stop_at_ceiling, "integration": cfg.integration, "api_base": _stored_url(cfg.api_base)},
         )
         sid = self.store.create_session(started)
         self.session_id = sid

@@ -30,8 +30,9 @@ def _parse(source: str) -> tuple[float, str]:
 class FakeWorker:
     """Judges a fake kernel by its first line; counts the calls, optionally slow."""
 
-    def __init__(self, delay_s: float = 0.0):
+    def __init__(self, delay_s: float = 0.0, meaningful: bool = False):
         self.delay_s = delay_s
+        self.meaningful = meaningful  # True: the bench stands for a GPU's (fraction of ceiling 0.1 / ms)
         self.checked: list[str] = []
         self.check_dtypes: list[list[str]] = []  # per check: the dtypes asked for ([]: all)
         self.benched: list[str] = []
@@ -64,7 +65,8 @@ class FakeWorker:
         self.benched.append(Path(path).name)
         return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
                             kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,
-                            fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None, meaningful=False)]
+                            fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None,
+                            meaningful=self.meaningful)]
 
     def close(self):
         self.closed = True

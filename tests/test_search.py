@@ -177,6 +177,30 @@ def test_plateau_moves_to_the_next_target(env):
     assert [t.target for t in _events(store, sid, ev.TargetStarted)] == ["fakesoft", "fakenorm"]
 
 
+def test_a_target_at_the_ceiling_is_done_and_the_next_one_gets_the_budget(env):
+    """Seen on the H100: a softmax starter at 100% of copy bandwidth took a 6-minute budget in ten
+    experiments that could not gain anything, and the targets after it never ran."""
+    tmp_path, model = env
+
+    def moves():  # the starter is at 10% of the ceiling (1 ms); 0.104 ms is at 96%
+        return [("near the roof", [(0.104, "")])] + [("worse %d" % i, [(1.5, "")]) for i in range(8)]
+
+    session, store = _session(tmp_path, model, ScriptedAgent(moves=moves()), worker=FakeWorker(meaningful=True),
+                              plateau=3)
+    session.run()
+    done = _events(store, session.session_id, ev.TargetDone)
+    assert [(d.target, d.reason) for d in done] == [("fakesoft", "ceiling"), ("fakenorm", "plateau")]
+    first = [c for c in _events(store, session.session_id, ev.CandidateWritten) if c.target == "fakesoft"]
+    assert len(first) == 2  # the starter, then the one at 96%: done
+    # turned off, or on a CPU (numbers that mean nothing), the same moves run on to the plateau
+    for worker, cfg in ((FakeWorker(meaningful=True), {"stop_at_ceiling": None}), (FakeWorker(), {})):
+        session, store = _session(tmp_path, model, ScriptedAgent(moves=moves()), worker=worker, plateau=3, **cfg)
+        session.run()
+        done = _events(store, session.session_id, ev.TargetDone)
+        assert done[0].reason == "plateau"
+        assert len([c for c in _events(store, session.session_id, ev.CandidateWritten) if c.target == "fakesoft"]) == 5
+
+
 def test_stop_skip_pause_from_a_listener(env):
     tmp_path, model = env
     box = {}

@@ -60,6 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the example model")
     p.add_argument("--plateau", type=int, default=30, metavar="N",
                    help="move to the next target after N experiments without a new best (default 30)")
+    p.add_argument("--stop-at-ceiling", type=float, default=0.95, metavar="FRACTION",
+                   help="a target whose best reaches FRACTION of the GPU's measured ceiling is done (default 0.95; 0: never)")
     p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session (or give a finished one more budget)")
     p.add_argument("--no-integrate", action="store_true", help="skip swapping the kernels into the model at the end")
     add_db_flag(p)
@@ -180,11 +182,14 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--max-experiments must be a positive number")
     if args.plateau <= 0:
         raise UserError("--plateau must be a positive number")
+    if not 0 <= args.stop_at_ceiling <= 1:
+        raise UserError("--stop-at-ceiling must be a fraction from 0 to 1 (0: never stop there)")
     config = SessionConfig(
         model_path=str(resolve_model_path(args.model)) if args.model else None, device=args.device, agent=args.agent,
         approval=args.approval,
         max_experiments=args.max_experiments, budget_s=parse_duration(args.budget) if args.budget else None,
         max_cost_usd=args.max_cost, size=args.size, resume=args.resume, plateau=args.plateau,
+        stop_at_ceiling=args.stop_at_ceiling or None,
         integrate=not args.no_integrate, api_base=args.api_base, backend=args.backend,
     )
     store = open_store(args)
