@@ -18,7 +18,8 @@ import pytest
 from autokernel.engine import events as ev
 from autokernel.engine.errors import UserError
 from autokernel.engine.integrate import integrate_session_kernels
-from autokernel.engine.kernelbench import ProblemResult, discover, fast_p
+from autokernel.engine.kernelbench import ProblemResult, discover, fast_p, result_from_session
+from autokernel.engine.model_new import CHECK_DONE
 from autokernel.engine.store import Store
 
 from loop_doubles import PROBLEM_SRC
@@ -138,6 +139,24 @@ def test_model_new_is_checked_on_fresh_inputs_and_runs_on_its_own(tmp_path):
     spec.loader.exec_module(module)
     out = module.ModelNew(*module.get_init_inputs())(*module.get_inputs())
     assert out.shape == (64, 256) and "No kernel was kept" in model_new.read_text()
+
+
+def test_a_model_new_that_is_the_original_model_is_exactly_1x_eager(tmp_path):
+    """Seen on the H100: a gemm problem whose matmul was not swapped in (not faster than eager) scored
+    1.00003x eager from two timings of the same code, and counted in fast_1.0."""
+    from types import SimpleNamespace
+
+    check = ev.IntegrationResult(correct=True, detail=f"{CHECK_DONE} 3/3 trials", model_ms=2.74563, eager_ms=2.74571,
+                                 compile_ms=2.74394, speedup_eager=1.00003, speedup_compile=0.99938,
+                                 replaced=[{"kind": "matmul", "calls": 0}])
+    session = SimpleNamespace(session_id="s1", summary={"status": "completed", "experiments": 5}, config=None,
+                              state=SimpleNamespace(targets={"matmul": SimpleNamespace(best=None)}, integration=check))
+    problem = SimpleNamespace(name="level2/3_gemm_relu", path=tmp_path / "3_gemm_relu.py")
+    r = result_from_session(problem, session, "playbook", 1.0)
+    assert r.correct and r.kernels == [] and "ModelNew is the original Model" in r.reason
+    assert r.speedup_eager == 1.0 and r.model_ms == check.eager_ms
+    assert r.speedup_compile == pytest.approx(2.74394 / 2.74571)
+    assert fast_p([r])["eager"] == {"0": 1.0, "1.0": 0.0, "1.5": 0.0, "2.0": 0.0}
 
 
 # -- whole batches through the real CLI ------------------------------------------------------------
