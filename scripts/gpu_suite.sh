@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench optimize hotspots pace gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -82,6 +82,15 @@ step_profile() {
 
 step_bench() {
   ak bench --device "$DEVICE" --dtype bf16 --json > "$RESULTS/bench.json" 2> "$RESULTS/bench.log"; echo "bench rc=$?"
+}
+
+step_rebench() {
+  # A few kernels benched again, Triton only (BENCH_KERNELS="cross_entropy layernorm"): does a number that
+  # stood out in the full bench come back?
+  for k in ${BENCH_KERNELS:-cross_entropy layernorm}; do
+    ak bench --kernel "$k" --backend triton --device "$DEVICE" --dtype bf16 --json > "$RESULTS/rebench_$k.json" \
+      2> "$RESULTS/rebench_$k.log"; echo "rebench $k rc=$?"
+  done
 }
 
 step_optimize() {
