@@ -32,6 +32,7 @@ INTEGRATION_MODES = ("model", "kernelbench")
 # Fresh inputs the outputs are compared on, per mode and device (the interpreter makes CPU trials slow).
 TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
 TIMING_ROUNDS = 5  # interleaved eager/patched/compile rounds on a GPU (forward_timing.time_interleaved)
+SITE_TURNS = 8  # forwards of each model, taking turns, behind the per-site breakdown on a GPU
 
 
 # -- parent side ---------------------------------------------------------------------------------------
@@ -148,24 +149,34 @@ def _model_dtype(model) -> str:
     return "fp32"
 
 
-def _site_breakdown(original, patched, inputs: list, device: str, kinds: list[str], kernel_patch) -> list[dict]:
+def _site_breakdown(original, patched, inputs: list, device: str, kinds: list[str], kernel_patch,
+                    turns: int | None = None) -> list[dict]:
     """Time spent in the swapped modules before and after the swap, and in the rest of the forward.
 
+    The two models take turns, one forward each, in alternating order (ABBA...), and each part's time is
+    the mean over the turns: on the H100 the GPU's speed drifted ~12% over a run (power, heat), and
+    timing one model after the other put that drift into "the rest of the forward got slower".
     Empty when no module was swapped (functional kernels have no module to time: they count in the rest)."""
     sites = kernel_patch.module_sites(original, kinds)
     if not sites:
         return []
-    forwards = 3 if device == "cuda" else 1
-    measured = []
-    for model in (original, patched):
-        timer = SiteTimer(model, sites, device)
-        try:
-            if device == "cuda":
-                model(*inputs)  # hooks in place: one untimed call (event pools, allocator)
-            measured.append(timer.measure(lambda: model(*inputs), forwards))
-        finally:
+    turns = turns or (SITE_TURNS if device == "cuda" else 1)
+    models = (original, patched)
+    timers = [SiteTimer(model, sites, device) for model in models]
+    sums: list[dict[str, float]] = [{}, {}]
+    try:
+        if device == "cuda":
+            for model in models:
+                model(*inputs)  # hooks in place: one untimed call each (event pools, allocator)
+        for turn in range(turns):
+            order = (0, 1) if turn % 2 == 0 else (1, 0)
+            for i in order:
+                for label, ms in timers[i].measure(lambda: models[i](*inputs), 1).items():
+                    sums[i][label] = sums[i].get(label, 0.0) + ms
+    finally:
+        for timer in timers:
             timer.close()
-    rows = site_breakdown(*measured)
+    rows = site_breakdown(*({k: v / turns for k, v in s.items()} for s in sums))
     rows[-1]["includes"] = [k for k in kinds if k in kernel_patch.FUNCTION_KINDS]  # timed within "rest"
     return rows
 
