@@ -47,7 +47,34 @@ def merged(folders: list[Path]) -> tuple[dict[str, Path], dict[str, str], list[s
     return files, verdicts, provenance
 
 
-def bench_page(bench: dict, versions: str) -> str:
+def rebenched(folders: list[Path]) -> dict[str, dict]:
+    """The latest `rebench_<kernel>.json` per kernel (`scripts/gpu_suite.sh rebench`), by kernel name."""
+    found: dict[str, dict] = {}
+    for folder in folders:
+        for path in sorted(folder.glob("rebench_*.json")):
+            found[path.stem[len("rebench_"):]] = {"doc": json.loads(path.read_text()), "run": folder.name}
+    return found
+
+
+def rebench_section(bench: dict, again: dict[str, dict]) -> list[str]:
+    """Each re-benched kernel's shapes beside the full bench's numbers for them: whether an outlier of the
+    full bench comes back (the full bench's rows above stay as they were measured)."""
+    if not again:
+        return []
+    first = {(r["kernel"], r["backend"], _shape(r["shape"])): r for r in bench["results"]}
+    out = ["", "## Re-benched (`scripts/gpu_suite.sh rebench`, Triton only, a later run)", "",
+           "| kernel | shape | full bench ms | re-bench ms | re-bench % of ceiling | re-bench × compile | run |",
+           "|---|---|---:|---:|---:|---:|---|"]
+    for kernel, item in again.items():
+        for r in item["doc"]["results"]:
+            before = first.get((r["kernel"], r["backend"], _shape(r["shape"])))
+            out.append(f"| {kernel} | {_shape(r['shape'])} | {_num(before and before['kernel_ms'], '.4f')} | "
+                       f"{r['kernel_ms']:.4f} | {100 * r['fraction_of_ceiling']:.0f}% | "
+                       f"{_num(r.get('speedup_compile'), '.2f')} | {item['run']} |")
+    return out
+
+
+def bench_page(bench: dict, versions: str, again: dict[str, dict] | None = None) -> str:
     """The bench table. A record without `baseline` predates the idiomatic eager baselines: its eager
     and compile columns were timed against the fp32 reference, so they are shown only for kernels
     whose reference is the idiomatic form anyway."""
@@ -89,6 +116,7 @@ def bench_page(bench: dict, versions: str) -> str:
                 "are unaffected. rmsnorm (Llama's fp32 form) and cross_entropy (fp32 logits, as HF computes "
                 "the loss) have the idiomatic form as their reference, so their columns stand."]
     out += targets_section(bench)
+    out += rebench_section(bench, again or {})
     if bench.get("failed"):
         out += ["", "## Starters that failed the harness in this run (not timed)", ""]
         out += [f"- {f['kernel']} ({f['backend']}): {f['reason']}" for f in bench["failed"]]
@@ -176,8 +204,8 @@ def kernelbench_page(report: dict, versions: str) -> str:
     print_report(report, text)
     return "\n".join([
         "# KernelBench mode on the H100: our own problem files", "", "```", versions.strip(), "```", "",
-        "`autokernel kernelbench tests/kernelbench_problems --device cuda --max-experiments-per-problem "
-        "${KB_EXPERIMENTS:-10} --json` (`scripts/gpu_suite.sh kernelbench`): each problem profiled, its "
+        f"`{report.get('command') or 'autokernel kernelbench tests/kernelbench_problems --device cuda --json'}` "
+        "(`scripts/gpu_suite.sh kernelbench`): each problem profiled, its "
         "bottlenecks optimized by the playbook agent, a standalone ModelNew assembled from the kept kernels, "
         "checked KernelBench's way (fresh inputs, atol = rtol = 1e-2) and timed against the problem's Model "
         "eager and under torch.compile.", "", "```", text.getvalue().rstrip(), "```"]) + "\n"
@@ -271,10 +299,14 @@ def main(argv: list[str] | None = None) -> int:
             if (folder / name).exists():
                 (raw / folder.name).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / name, raw / folder.name / name)
+        for path in folder.glob("rebench_*.json"):
+            (raw / folder.name).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, raw / folder.name / path.name)
     versions = files["versions.txt"].read_text() if "versions.txt" in files else "(versions not recorded)"
     written = []
     if "bench.json" in files:
-        (args.out / "bench.md").write_text(bench_page(json.loads(files["bench.json"].read_text()), versions))
+        again = rebenched(args.folders)
+        (args.out / "bench.md").write_text(bench_page(json.loads(files["bench.json"].read_text()), versions, again))
         written.append("bench.md")
     if verdicts:
         (args.out / "checks.md").write_text(checks_page(verdicts, versions))
