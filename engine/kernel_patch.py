@@ -278,7 +278,7 @@ def _swap_module(name, m, kind, entry, stats, verify):
             seq = x.shape[-2]
             return site.call(
                 _signature((x,)),
-                lambda: entry.fn(x.contiguous(), cos[:seq].to(x.dtype).contiguous(), sin[:seq].to(x.dtype).contiguous()),
+                lambda: entry.fn(x, cos[:seq].to(x.dtype).contiguous(), sin[:seq].to(x.dtype).contiguous()),
                 lambda: original(x), lambda: original(_upcast(x)))
     else:
         return False

@@ -1,6 +1,7 @@
 """Triton starter for rotary embedding (rotate-half): a block of positions, several heads per program.
 
-x is viewed as [batch, heads, seq, head_dim] (contiguous). Each program takes SEQ_BLOCK positions
+x is [batch, heads, seq, head_dim], read through its strides (a transposed q or k is not copied);
+the output is contiguous. Each program takes SEQ_BLOCK positions
 of one batch entry, loads the matching halves of cos and sin once, and reuses them for
 HEADS_PER_PROGRAM heads: per head it loads both halves of x, computes in fp32 and writes both
 output halves. cos/sin are read from memory (or L2) once per head group rather than once per row,
@@ -21,7 +22,8 @@ SEQ_TILE, HEADS_PER_PROGRAM = (16384, 32) if INTERPRETED else (2048, 8)
 
 @triton.jit
 def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_dim, head_groups,
-                 stride_cs, HEADS_PER_PROGRAM: tl.constexpr, SEQ_BLOCK: tl.constexpr, BLOCK_H: tl.constexpr):
+                 stride_cs, sxb, sxh, sxs, HEADS_PER_PROGRAM: tl.constexpr, SEQ_BLOCK: tl.constexpr,
+                 BLOCK_H: tl.constexpr):
     pid_s = tl.program_id(0)
     pid_bg = tl.program_id(1)
     b = (pid_bg // head_groups).to(tl.int64)
@@ -35,10 +37,12 @@ def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_dim, h
     s1 = tl.load(sin_ptr + cs, mask=tile_ok, other=0.0).to(tl.float32)
     s2 = tl.load(sin_ptr + cs + half, mask=tile_ok, other=0.0).to(tl.float32)
     for h in range(first_head, tl.minimum(first_head + HEADS_PER_PROGRAM, heads)):
-        rows = (b * heads + h) * seq + pos  # row of [batch*heads*seq, head_dim]
+        rows = (b * heads + h) * seq + pos  # row of the output [batch*heads*seq, head_dim]
         offs = rows[:, None] * head_dim + cols[None, :]
-        x1 = tl.load(x_ptr + offs, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        x2 = tl.load(x_ptr + offs + half, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        h64 = b * 0 + h  # the head index in int64 (b is), so h * sxh cannot overflow
+        x_offs = (b * sxb + h64 * sxh + pos.to(tl.int64) * sxs)[:, None] + cols[None, :]  # x may be a strided view
+        x1 = tl.load(x_ptr + x_offs, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        x2 = tl.load(x_ptr + x_offs + half, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
         tl.store(out_ptr + offs, (x1 * c1 - x2 * s1).to(out_ptr.dtype.element_ty), mask=tile_ok)
         tl.store(out_ptr + offs + half, (x2 * c2 + x1 * s2).to(out_ptr.dtype.element_ty), mask=tile_ok)
 
@@ -47,7 +51,12 @@ def kernel_fn(x, cos, sin):
     d = x.shape[-1]
     seq = x.shape[-2] if x.dim() >= 2 else 1
     heads = x.shape[-3] if x.dim() >= 3 else 1
-    xc = x.contiguous()
+    # q and k in attention are usually transposed views ([B, S, H, D] memory seen as [B, H, S, D]): read
+    # them where they are instead of copying them first (a copy is one more read and write of x).
+    if x.dim() == 4 and x.stride(-1) == 1:
+        xc = x
+    else:
+        xc = x.contiguous().reshape(-1, heads, seq, d) if x.numel() else x
     cos2d = cos.reshape(-1, d)
     sin2d = sin.reshape(-1, d)
     if cos2d.stride(-1) != 1 or sin2d.stride(-1) != 1 or cos2d.stride(0) != sin2d.stride(0):
@@ -62,5 +71,5 @@ def kernel_fn(x, cos, sin):
         head_groups = triton.cdiv(heads, per_program)
         grid = (triton.cdiv(seq, seq_block), batch * head_groups)
         _rope_kernel[grid](xc, cos2d, sin2d, out, heads, seq, half, d, head_groups, cos2d.stride(0),
-                           HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block, BLOCK_H=block_h, num_warps=4)
+                           xc.stride(0), xc.stride(1), xc.stride(2), HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block, BLOCK_H=block_h, num_warps=4)
     return out
