@@ -2,14 +2,15 @@
 
 Each program keeps a running max and a rescaled running sum of exp (online logsumexp, exp2 with
 log2(e) folded in), loads logits[row, target] with one scalar load and writes its row's loss.
-A vocabulary that is not a multiple of 8 (GPT-2's 50257) starts every row at an odd address, and
-Triton then reads it two bytes at a time (it vectorizes only what it can prove 16-byte aligned). Such
-rows are read over an aligned window instead: from the 16-byte boundary at or before the row's start,
-a multiple of 16 bytes long, with the neighbouring rows' elements masked off after the load; the last
-row, whose window could run past the tensor, takes the plain path. (Compiled for sm_90 offline, the
-window's loads are ld.global.v4.b32 where the plain path's are ld.global.b16.)
 A second one-program kernel adds the row losses in a fixed order and divides by the row count,
 so the mean is bitwise repeatable (no float atomics).
+
+A vocabulary that is not a multiple of 8 (GPT-2's 50257) starts rows at odd addresses, and Triton
+then loads them two bytes at a time. Reading such rows over a 16-byte-aligned window instead (16-byte
+loads, neighbours masked off) was measured slower on the H100 (8192x50257 bf16: 0.56 ms against this
+plain form's 0.41 ms, docs/results/h100), so the starter keeps the plain form and the playbook offers
+the window as a tier-2 move (`aligned_window`); the CUDA starter, where the window measured 2.3x
+faster, keeps it.
 """
 
 import torch
@@ -21,32 +22,22 @@ LN2 = 0.6931471805599453
 
 
 @triton.jit
-def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, vocab, stride_row, first_row,
-                     BLOCK_V: tl.constexpr, VEC: tl.constexpr):
-    row = first_row + tl.program_id(0).to(tl.int64)
-    row_start = row * stride_row
-    if VEC > 1:  # the aligned window (see the module docstring)
-        base = (row_start // VEC) * VEC
-        lead = row_start - base
-        width = ((lead + vocab + VEC - 1) // VEC) * VEC
-    else:
-        base = row_start
-        lead = 0
-        width = vocab
+def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, vocab, stride_row,
+                     BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = logits_ptr + row * stride_row
     cols = tl.arange(0, BLOCK_V)
     m = tl.full((), float("-inf"), tl.float32)  # running max (natural units)
     s = tl.zeros((), tl.float32)  # running sum of exp(x - m)
-    for start in range(0, width, BLOCK_V):
+    for start in range(0, vocab, BLOCK_V):
         idx = start + cols
-        x = tl.load(logits_ptr + base + idx, mask=idx < width, other=float("-inf"),
+        x = tl.load(row_ptr + idx, mask=idx < vocab, other=float("-inf"),
                     eviction_policy="evict_first").to(tl.float32)
-        if VEC > 1:
-            x = tl.where((idx >= lead) & (idx < lead + vocab), x, float("-inf"))
         m_new = tl.maximum(m, tl.max(x, axis=0))
         s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
         m = m_new
     target = tl.load(targets_ptr + row)
-    x_t = tl.load(logits_ptr + row_start + target).to(tl.float32)
+    x_t = tl.load(row_ptr + target).to(tl.float32)
     lse = m + tl.log2(s) * 0.6931471805599453
     tl.store(losses_ptr + row, lse - x_t)
 
@@ -78,16 +69,8 @@ def kernel_fn(logits, targets):
     rows = logits2d.shape[0]
     losses = torch.empty(rows, dtype=torch.float32, device=logits.device)
     out = torch.empty((), dtype=torch.float32, device=logits.device)
-    vec = 16 // logits2d.element_size()
-    plain_from = 0
-    # (vocab >= vec: a window ends at most vec - 1 elements past its row, inside the rows after it)
-    if vocab % vec and vocab >= vec and rows > 1 and logits2d.data_ptr() % 16 == 0:
-        plain_from = rows - 1  # every row but the last through the aligned window
-        block, warps = _launch_shape(vocab + vec - 1)
-        _row_loss_kernel[(plain_from,)](logits2d, targets, losses, vocab, logits2d.stride(0), 0,
-                                        BLOCK_V=block, VEC=vec, num_warps=warps)
     block, warps = _launch_shape(vocab)
-    _row_loss_kernel[(rows - plain_from,)](logits2d, targets, losses, vocab, logits2d.stride(0), plain_from,
-                                           BLOCK_V=block, VEC=1, num_warps=warps)
+    _row_loss_kernel[(rows,)](logits2d, targets, losses, vocab, logits2d.stride(0),
+                              BLOCK_V=block, num_warps=warps)
     _mean_kernel[(1,)](losses, out, rows, BLOCK=1024, num_warps=4)
     return out
