@@ -31,6 +31,17 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
 
 
+def _on_device(gen: torch.Generator, device: Any) -> torch.Generator:
+    """A generator on `device` seeded from the host generator `gen` (the same `gen` state, the same
+    inputs), or `gen` itself for a host tensor. Drawing on the host and copying over cost seconds per
+    input at LLM sizes (a [262144, 2048] softmax input is 537M values), once per trial of every check."""
+    dev = torch.device(device)
+    if dev.type == "cpu" or gen.device.type != "cpu":
+        return gen
+    seed = int(torch.randint(0, 2**62, (), generator=gen))
+    return torch.Generator(device=dev).manual_seed(seed)
+
+
 def random_tensor(
     shape: Sequence[int], dtype: torch.dtype, device: Any, gen: torch.Generator, mode: str = "normal"
 ) -> torch.Tensor:
@@ -39,17 +50,20 @@ def random_tensor(
     large: values near 1e4 (overflows exp() without a max subtraction); tiny: near 1e-6;
     mixed: each row scaled by 10^U(-3, 3); constant: one repeated non-zero value.
     """
-    t = torch.randn(*shape, generator=gen, dtype=torch.float32)
+    gen = _on_device(gen, device)
+    where = gen.device
+    t = torch.randn(*shape, generator=gen, dtype=torch.float32, device=where)
     if mode == "large":
         t = t * 1e4 if dtype == torch.float32 else t * 3e3  # fp16 tops out at 65504
     elif mode == "tiny":
         t = t * 1e-6
     elif mode == "mixed":
         lead = shape[:-1] if len(shape) > 1 else (1,)
-        scale = torch.pow(10.0, torch.empty(*lead, 1, dtype=torch.float32).uniform_(-3, 3, generator=gen))
+        scale = torch.pow(10.0, torch.empty(*lead, 1, dtype=torch.float32, device=where).uniform_(-3, 3, generator=gen))
         t = t * scale.reshape(*shape[:-1], 1) if len(shape) > 1 else t * scale.reshape(1)
     elif mode == "constant":
-        t = torch.full(tuple(shape), float(torch.rand((), generator=gen) * 2 + 0.5), dtype=torch.float32)
+        value = float(torch.rand((), generator=gen, device=where) * 2 + 0.5)
+        t = torch.full(tuple(shape), value, dtype=torch.float32, device=where)
     elif mode != "normal":
         raise ValueError(f"unknown input mode {mode!r}")
     return t.to(dtype=dtype, device=device)
