@@ -322,6 +322,7 @@ print("ok")
     (["--approval", "ask"], "needs a terminal"),
     (["--budget", "soon"], "cannot read duration 'soon'"),
     (["--max-experiments", "0"], "must be a positive number"),
+    (["--stop-at-ceiling", "1.5"], "must be a fraction from 0 to 1"),
     (["/no/such/model.py"], "does not exist"),
     (["--resume", "nope"], "no session 'nope'"),
 ])
