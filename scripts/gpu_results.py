@@ -299,9 +299,10 @@ def main(argv: list[str] | None = None) -> int:
             if (folder / name).exists():
                 (raw / folder.name).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / name, raw / folder.name / name)
-        for path in folder.glob("rebench_*.json"):
+        for path in sorted(folder.glob("rebench_*.json")):
             (raw / folder.name).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, raw / folder.name / path.name)
+            provenance.append(f"{path.name}: raw/{folder.name}/{path.name}")
     versions = files["versions.txt"].read_text() if "versions.txt" in files else "(versions not recorded)"
     written = []
     if "bench.json" in files:

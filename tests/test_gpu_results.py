@@ -1,0 +1,36 @@
+"""scripts/gpu_results.py on the committed raw H100 runs: the pages come back with what the runs measured."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RAW = ROOT / "docs" / "results" / "h100" / "raw"
+
+
+def test_pages_are_made_from_the_raw_runs(tmp_path):
+    runs = sorted(p for p in RAW.iterdir() if p.is_dir())
+    assert len(runs) >= 4
+    copies = []
+    for run in runs:  # the script copies its inputs under OUT/raw: give it copies, oldest first
+        shutil.copytree(run, tmp_path / "in" / run.name)
+        copies.append(str(tmp_path / "in" / run.name))
+    out = tmp_path / "pages"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_results.py"), *copies, "-o", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    pages = {name: (out / name).read_text() for name in
+             ("bench.md", "checks.md", "profile.md", "optimize.md", "hotspots.md", "kernelbench.md")}
+    bench = pages["bench.md"]
+    assert "## The kernel library's targets, against this run" in bench
+    assert "| cross_entropy | 1024×32000 | 0.1234 | 0.0682 |" in bench  # the re-bench beside the full bench
+    assert "--max-experiments-per-problem 5" in pages["kernelbench.md"] and "fast_p" in pages["kernelbench.md"]
+    assert "| rotary_embedding modules | 4.297 | 1.287 |" in pages["optimize.md"]
+    assert pages["checks.md"].count("| PASS |") == 18
+    for name, text in pages.items():  # the committed pages are the script's output, not edited by hand
+        assert text == (ROOT / "docs" / "results" / "h100" / name).read_text(), name
+    provenance = (out / "raw" / "PROVENANCE.txt").read_text()
+    assert "rebench_layernorm.json: raw/h100-run4-20261124T0338/rebench_layernorm.json" in provenance
