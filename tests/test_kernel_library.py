@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -143,6 +144,27 @@ def test_kernels_command_prints_a_table():
     for name in MY_KERNELS:
         assert name in done.stdout
     assert "kernel_fn(x, weight, bias, eps=1e-5)" in done.stdout
+
+
+def test_bench_command_checks_times_and_records_each_starter(tmp_path):
+    """`autokernel bench` on the CPU: the starter is checked, timed against eager (no torch.compile on a CPU),
+    recorded in the store as a bench session, and the progress says how long each step took."""
+    from autokernel.engine import events as ev
+    from autokernel.engine.store import Store
+
+    db = tmp_path / "s.db"
+    done = _autokernel("bench", "--kernel", "rmsnorm", "--backend", "triton", "--device", "cpu", "--dtype", "fp32",
+                       "--json", "--db", str(db))
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert doc["failed"] == [] and not doc["meaningful"] and doc["results"]
+    for r in doc["results"]:
+        assert r["kernel"] == "rmsnorm" and r["backend"] == "triton" and r["kernel_ms"] > 0 and r["eager_ms"] > 0
+        assert r["compile_ms"] is None and "not timed on CPU" in r["note"]
+    assert re.search(r"rmsnorm \(triton\): checking \.\.\. [0-9.]+ s", done.stderr), done.stderr
+    assert re.search(r"timing \S+ fp32 \.\.\. [0-9.]+ ms \([0-9.]+ s\)", done.stderr), done.stderr
+    recorded = [e for _, e in Store(db).events(doc["session"]) if isinstance(e, ev.BenchResult)]
+    assert len(recorded) == len(doc["results"]) and recorded[0].candidate_id == "starter:rmsnorm:triton"
 
 
 # The interpreter runs kernels as Python, so only the compiler sees some errors (types it cannot

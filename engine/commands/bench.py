@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from ..errors import UserError
 from .common import add_db_flag, add_device_flag, add_json_flag, print_json
@@ -77,8 +78,10 @@ def run(args: argparse.Namespace) -> int:
         with Worker(device=device) as worker:
             for spec, backend, shapes in plan:
                 path = str(spec.starters[backend])
-                err.print(f"[bold]{spec.name}[/] ({backend}): checking ...")
+                err.print(f"[bold]{spec.name}[/] ({backend}): checking ...", end="")
+                started = time.monotonic()
                 report = worker.check(path, kernel=spec.name, backend=backend)
+                err.print(f" {time.monotonic() - started:.1f} s")
                 if not report.passed:
                     bad = report.first_failure
                     why = f"{bad.name}: {bad.detail}" if bad else report.error
@@ -87,11 +90,14 @@ def run(args: argparse.Namespace) -> int:
                     rec.emit(ev.ErrorEvent(where=f"{spec.name}/{backend}", message=f"failed the harness: {why}"))
                     continue
                 for shape in shapes:
-                    err.print(f"  timing {_shape(shape)} {args.dtype} ...")
+                    err.print(f"  timing {_shape(shape)} {args.dtype} ...", end="")
+                    started = time.monotonic()
                     try:
                         (r,) = worker.bench(path, kernel=spec.name, shapes=[shape], dtype=args.dtype, backend=backend,
                                             with_compile=False if args.no_compile else None)
+                        err.print(f" {r.kernel_ms:.4g} ms ({time.monotonic() - started:.1f} s)")
                     except RuntimeError as e:
+                        err.print("")
                         failures.append({"kernel": spec.name, "backend": backend, "reason": f"timing: {e}"})
                         err.print(f"  [red]timing failed[/]: {escape(str(e))}")
                         continue
