@@ -319,23 +319,29 @@ def _kernel(p: dict) -> str:
     return kernel + "\n\n\n" + finish
 
 
+# Both launchers begin the same way: the logits as [rows, vocab] with unit column stride, the targets flat.
+_PROLOGUE = '''
+def kernel_fn(logits, targets):
+    """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
+    n_cols = logits.shape[-1]
+    x = logits.reshape(logits.shape[:-1].numel(), n_cols)
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    t = targets.reshape(-1).contiguous()
+    n_rows = x.shape[0]
+    out = torch.empty((), dtype=torch.float32, device=x.device)
+    if n_rows == 0:
+        return torch.full((), float("nan"), dtype=torch.float32, device=x.device)
+'''
+
+
 def _launcher(p: dict) -> str:
     grid = "(min(n_blocks, PERSISTENT * _num_sms(x.device)),)" if p["persistent"] else "(n_blocks,)"
     if p["aligned_window"]:
         return _window_launcher(p, grid)
     return fill(
         '''
-        def kernel_fn(logits, targets):
-            """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
-            n_cols = logits.shape[-1]
-            x = logits.reshape(logits.shape[:-1].numel(), n_cols)
-            if x.stride(-1) != 1:
-                x = x.contiguous()
-            t = targets.reshape(-1).contiguous()
-            n_rows = x.shape[0]
-            out = torch.empty((), dtype=torch.float32, device=x.device)
-            if n_rows == 0:
-                return torch.full((), float("nan"), dtype=torch.float32, device=x.device)
+        <<prologue>>
             block_v = min(triton.next_power_of_2(n_cols), MAX_BLOCK_V)
             num_tiles = triton.cdiv(n_cols, block_v)
             n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
@@ -349,6 +355,7 @@ def _launcher(p: dict) -> str:
             _mean_of_partials[(1,)](partials, out, grid[0], n_rows, BLOCK=1024, num_warps=4)
             return out
         ''',
+        prologue=_PROLOGUE,
         grid=grid,
         launch_opts=launch_opts(p["autotune"]),
         use_tma="TMA and num_tiles == 1 and _tma_ready(x, block_cols=block_v)" if p["tma"] else "False",
@@ -361,17 +368,7 @@ def _window_launcher(p: dict, grid: str) -> str:
     plain path (VEC = 1), in a second launch; an aligned vocabulary has only the plain launch."""
     return fill(
         '''
-        def kernel_fn(logits, targets):
-            """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
-            n_cols = logits.shape[-1]
-            x = logits.reshape(logits.shape[:-1].numel(), n_cols)
-            if x.stride(-1) != 1:
-                x = x.contiguous()
-            t = targets.reshape(-1).contiguous()
-            n_rows = x.shape[0]
-            out = torch.empty((), dtype=torch.float32, device=x.device)
-            if n_rows == 0:
-                return torch.full((), float("nan"), dtype=torch.float32, device=x.device)
+        <<prologue>>
             vec = 16 // x.element_size()
             split = 0  # rows [0, split) through the aligned window, the rest plain
             if ALIGNED_WINDOW and n_cols % vec and x.stride(0) >= vec and x.data_ptr() % 16 == 0:
@@ -396,6 +393,7 @@ def _window_launcher(p: dict, grid: str) -> str:
             _mean_of_partials[(1,)](partials, out, first, n_rows, BLOCK=1024, num_warps=4)
             return out
         ''',
+        prologue=_PROLOGUE,
         grid=grid,
         launch_opts=launch_opts(p["autotune"]),
         # TMA serves the plain path only (at an odd vocabulary its 16-byte row-stride rule fails anyway).
