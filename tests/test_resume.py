@@ -50,6 +50,14 @@ def _events(store, sid, cls):
     return [e for _, e in store.events(sid) if isinstance(e, cls)]
 
 
+def _fake_session(tmp_path, store, listeners=(), worker=None, profiler=None, **config):
+    """An in-process session on the fake specs and tmp_path/model.py (the fake profiler never reads it),
+    with the endless agent: it runs until stopped or out of `max_experiments`."""
+    cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50, **config)
+    return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=worker or FakeWorker(),
+                           profiler=profiler or fake_profiler())
+
+
 def _wait_for(predicate, timeout=60.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -113,9 +121,7 @@ def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monk
     store = Store(tmp_path / "s.db")
 
     def make(resume=None, listeners=()):
-        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
-                            max_experiments=10, plateau=50, resume=resume)
-        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+        return _fake_session(tmp_path, store, listeners, max_experiments=10, resume=resume)
 
     first = make(listeners=[lambda e: isinstance(e, ev.Decision) and e.candidate_id.endswith("0004") and first.stop()])
     assert first.run()["status"] == "stopped"
@@ -131,9 +137,7 @@ def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monk
     assert state.targets["fakesoft"].best.kernel_ms < best_before  # the search went on from its best
     assert len(_events(store, sid, ev.ProfileReady)) == 1  # not profiled twice
     # a completed session resumed with a larger budget goes on where the budget cut it
-    third = OptimizeSession(SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
-                                          max_experiments=14, plateau=50, resume=sid), store, agent=EndlessAgent(),
-                            worker=FakeWorker(), profiler=fake_profiler())
+    third = _fake_session(tmp_path, store, max_experiments=14, resume=sid)
     assert third.run()["experiments"] == 14
     numbers = [c.experiment for c in _events(store, sid, ev.CandidateWritten)]
     assert numbers == list(range(1, 15))
@@ -157,9 +161,7 @@ def test_a_session_that_asked_a_server_is_not_resumed_without_it(tmp_path, monke
     url = "http://bob:hunter22@127.0.0.1:8000/v1?api-key=abcdef"
 
     def make(resume=None, api_base=None, listeners=()):
-        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, max_experiments=4,
-                            plateau=50, resume=resume, api_base=api_base)
-        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+        return _fake_session(tmp_path, store, listeners, max_experiments=4, resume=resume, api_base=api_base)
 
     first = make(api_base=url, listeners=[lambda e: isinstance(e, ev.Decision) and first.stop()])
     assert first.run()["status"] == "stopped"
@@ -178,16 +180,14 @@ def test_listeners_of_a_resumed_session_catch_up_first(tmp_path, monkeypatch):
     install_fake_specs(monkeypatch, tmp_path)
     (tmp_path / "model.py").write_text("# fake\n")
     store = Store(tmp_path / "s.db")
-    cfg = dict(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50)
-    first = OptimizeSession(SessionConfig(max_experiments=5, **cfg), store,
-                            [lambda e: isinstance(e, ev.Decision) and e.candidate_id.endswith("0003") and first.stop()],
-                            agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+    first = _fake_session(tmp_path, store,
+                          [lambda e: isinstance(e, ev.Decision) and e.candidate_id.endswith("0003") and first.stop()],
+                          max_experiments=5)
     assert first.run()["status"] == "stopped"
     sid = first.session_id
     stored = [(e.type, e.payload()) for _, e in store.events(sid)]
     seen = []
-    second = OptimizeSession(SessionConfig(max_experiments=5, resume=sid, **cfg), store, [seen.append],
-                             agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+    second = _fake_session(tmp_path, store, [seen.append], max_experiments=5, resume=sid)
     second.run()
     assert [(e.type, e.payload()) for e in seen[: len(stored)]] == stored
     assert seen[len(stored)].type == "control" and seen[len(stored)].action == "resume_session"
@@ -203,11 +203,9 @@ def test_a_run_cut_between_screening_and_the_full_check_keeps_nothing_unchecked(
     (tmp_path / "model.py").write_text("# fake\n")
     store = Store(tmp_path / "s.db")
 
-    def make(worker, resume=None, listeners=()):
-        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
-                            max_experiments=3, plateau=50, resume=resume)
-        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=worker,
-                               profiler=fake_profiler(kinds=("fakesoft",)))
+    def make(worker, resume=None):
+        return _fake_session(tmp_path, store, worker=worker, profiler=fake_profiler(kinds=("fakesoft",)),
+                             max_experiments=3, resume=resume)
 
     class CutWorker(FakeWorker):
         def check(self, path, *a, dtypes=None, **kw):
@@ -238,9 +236,7 @@ def test_optimize_resume_latest_means_the_newest_optimize_session_and_a_batch_is
     store = Store(tmp_path / "s.db")
 
     def make(resume=None, listeners=()):
-        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False,
-                            max_experiments=3, plateau=50, resume=resume)
-        return OptimizeSession(cfg, store, listeners, agent=EndlessAgent(), worker=FakeWorker(), profiler=fake_profiler())
+        return _fake_session(tmp_path, store, listeners, max_experiments=3, resume=resume)
 
     first = make(listeners=[lambda e: isinstance(e, ev.Decision) and first.stop()])
     assert first.run()["status"] == "stopped"
