@@ -50,6 +50,13 @@ def _events(store, sid, cls):
     return [e for _, e in store.events(sid) if isinstance(e, cls)]
 
 
+def _fake_store(monkeypatch, tmp_path, **specs):
+    """The fake kernel specs installed (`specs`: install_fake_specs' options), tmp_path/model.py, and the store."""
+    install_fake_specs(monkeypatch, tmp_path, **specs)
+    (tmp_path / "model.py").write_text("# fake\n")
+    return Store(tmp_path / "s.db")
+
+
 def _fake_session(tmp_path, store, listeners=(), worker=None, profiler=None, **config):
     """An in-process session on the fake specs and tmp_path/model.py (the fake profiler never reads it),
     with the endless agent: it runs until stopped or out of `max_experiments`."""
@@ -116,9 +123,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
 
 
 def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monkeypatch):
-    install_fake_specs(monkeypatch, tmp_path)
-    (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
+    store = _fake_store(monkeypatch, tmp_path)
 
     def make(resume=None, listeners=()):
         return _fake_session(tmp_path, store, listeners, max_experiments=10, resume=resume)
@@ -155,9 +160,7 @@ def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monk
 def test_a_session_that_asked_a_server_is_not_resumed_without_it(tmp_path, monkeypatch):
     """--api-base is kept without user:password and query, to name it: a resume that forgot it would send the
     LLM agent to its provider's default server instead."""
-    install_fake_specs(monkeypatch, tmp_path)
-    (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
+    store = _fake_store(monkeypatch, tmp_path)
     url = "http://bob:hunter22@127.0.0.1:8000/v1?api-key=abcdef"
 
     def make(resume=None, api_base=None, listeners=()):
@@ -177,9 +180,7 @@ def test_a_session_that_asked_a_server_is_not_resumed_without_it(tmp_path, monke
 
 
 def test_listeners_of_a_resumed_session_catch_up_first(tmp_path, monkeypatch):
-    install_fake_specs(monkeypatch, tmp_path)
-    (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
+    store = _fake_store(monkeypatch, tmp_path)
     first = _fake_session(tmp_path, store,
                           [lambda e: isinstance(e, ev.Decision) and e.candidate_id.endswith("0003") and first.stop()],
                           max_experiments=5)
@@ -199,9 +200,7 @@ def test_a_run_cut_between_screening_and_the_full_check_keeps_nothing_unchecked(
     every dtype before keeping it."""
     import torch
 
-    install_fake_specs(monkeypatch, tmp_path, kinds=("fakesoft",), dtypes=(torch.float32, torch.bfloat16))
-    (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
+    store = _fake_store(monkeypatch, tmp_path, kinds=("fakesoft",), dtypes=(torch.float32, torch.bfloat16))
 
     def make(worker, resume=None):
         return _fake_session(tmp_path, store, worker=worker, profiler=fake_profiler(kinds=("fakesoft",)),
@@ -231,9 +230,7 @@ def test_a_run_cut_between_screening_and_the_full_check_keeps_nothing_unchecked(
 
 
 def test_optimize_resume_latest_means_the_newest_optimize_session_and_a_batch_is_pointed_elsewhere(tmp_path, monkeypatch):
-    install_fake_specs(monkeypatch, tmp_path)
-    (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
+    store = _fake_store(monkeypatch, tmp_path)
 
     def make(resume=None, listeners=()):
         return _fake_session(tmp_path, store, listeners, max_experiments=3, resume=resume)
