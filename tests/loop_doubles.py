@@ -30,9 +30,10 @@ def _parse(source: str) -> tuple[float, str]:
 class FakeWorker:
     """Judges a fake kernel by its first line; counts the calls, optionally slow."""
 
-    def __init__(self, delay_s: float = 0.0, meaningful: bool = False):
+    def __init__(self, delay_s: float = 0.0, meaningful: bool = False, slow_first: float = 1.0):
         self.delay_s = delay_s
         self.meaningful = meaningful  # True: the bench stands for a GPU's (fraction of ceiling 0.1 / ms)
+        self.slow_first = slow_first  # the worker's first timing comes out this many times slow
         self.checked: list[str] = []
         self.check_dtypes: list[list[str]] = []  # per check: the dtypes asked for ([]: all)
         self.benched: list[str] = []
@@ -62,6 +63,8 @@ class FakeWorker:
 
     def bench(self, path, kernel, shapes, dtype, backend="triton"):
         ms, _ = _parse(Path(path).read_text())
+        if not self.benched:
+            ms *= self.slow_first
         self.benched.append(Path(path).name)
         return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
                             kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,

@@ -164,6 +164,32 @@ def test_wall_time_and_cost_budgets(env):
     assert _events(store, session.session_id, ev.TargetDone)[0].reason == "budget"
 
 
+def test_a_candidate_that_seems_to_beat_the_best_is_judged_against_the_best_timed_again(env):
+    """Seen on the H100: a starter timed 4.7x slow in its one look, and the next candidate was kept as
+    4.6x faster than it. On a GPU the best is timed again before a candidate can beat it."""
+    tmp_path, model = env
+    moves = [("same", [(0.202, "")]), ("truly faster", [(0.8, "")])]  # x the parent as measured: 5 ms, then 1
+    session, store = _session(tmp_path, model, ScriptedAgent(moves=moves),
+                              worker=FakeWorker(meaningful=True, slow_first=5.0), plateau=5, stop_at_ceiling=None)
+    session.run()
+    sid = session.session_id
+    written = {c.label: c.candidate_id for c in _events(store, sid, ev.CandidateWritten) if c.target == "fakesoft"}
+    decisions = {d.candidate_id: d for d in _events(store, sid, ev.Decision)}
+    same, faster = decisions[written["same v0"]], decisions[written["truly faster v0"]]
+    assert same.decision == "discarded" and "1 ms, timed again now; recorded 5 ms" in same.reason
+    # the starter's record was replaced by the second look; the truly faster one is kept at its real gain
+    assert faster.decision == "kept" and "vs best 1 ms (1.25x)" in faster.reason
+    starter_benches = [b for b in _events(store, sid, ev.BenchResult) if b.candidate_id == written["starter"]]
+    assert [b.kernel_ms for b in starter_benches] == [5.0, 1.0]
+    assert any("timed again: 1 ms (recorded 5 ms; the new time stands)" in e.message for e in _events(store, sid, ev.Log))
+    # on a CPU (numbers that mean nothing) nothing is timed twice
+    worker = FakeWorker(slow_first=5.0)
+    session, store = _session(tmp_path, model, ScriptedAgent(moves=moves), worker=worker, plateau=5)
+    session.run()
+    assert not any("timed again" in e.message for e in _events(store, session.session_id, ev.Log))
+    assert len(worker.benched) == len(_events(store, session.session_id, ev.BenchResult))
+
+
 def test_plateau_moves_to_the_next_target(env):
     tmp_path, model = env
     agent = ScriptedAgent(moves=[("worse %d" % i, [(1.1, "")]) for i in range(10)])
