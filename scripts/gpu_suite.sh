@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -105,6 +105,12 @@ step_hotspots() {
   ak optimize llama_hotspots --headless --device "$DEVICE" --size "$SIZE" --max-experiments "${HOT_EXPERIMENTS:-300}" \
     --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-30}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
   echo "hotspots rc=$?"; tail -8 "$RESULTS/hotspots.log"
+}
+
+step_probe() {
+  # Where the patched Llama forward loses time: host vs device, kernel by kernel (scripts/forward_probe.py).
+  "$PY" scripts/forward_probe.py "$RESULTS" > "$RESULTS/forward_probe.txt" 2> "$RESULTS/forward_probe.log"
+  echo "probe rc=$?"; cat "$RESULTS/forward_probe.txt"
 }
 
 step_pace() {

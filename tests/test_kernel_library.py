@@ -296,18 +296,26 @@ class Copies(TorchDispatchMode):
 with Copies():
     out = starter.kernel_fn(q, cos, sin)
 torch.testing.assert_close(out, ref(q, cos, sin), atol=1e-5, rtol=1e-5)
+print("layout", "as_eager" if out.stride() == (q * cos).stride() else f"{out.stride()} vs {(q * cos).stride()}")
 print("copies", Copies.n)
 '''
 
 
-def test_the_rotary_starter_reads_a_transposed_q_where_it_is():
+@pytest.mark.parametrize("source", ["starter", "template"])
+def test_the_rotary_kernels_read_a_transposed_q_where_it_is_and_keep_its_layout(source, tmp_path):
     """Attention hands the rotary embedding q and k as transposed views; copying them first (as the
-    Llama integration did on the H100: 8 extra reads and writes of 64 MB per forward) is not needed."""
+    Llama integration did on the H100: 8 extra reads and writes of 64 MB per forward) is not needed.
+    The output keeps q's layout, as eager PyTorch's x * cos + rotate_half(x) * sin does: attention's
+    output then comes back in [B, S, H, D] memory and the model's transpose-and-reshape is a view."""
     from autokernel.kernels import get_spec as spec_of
+    from autokernel.playbook.templates import rotary_embedding as template
 
-    starter = spec_of("rotary_embedding").starters["triton"]
+    path = spec_of("rotary_embedding").starters["triton"]
+    if source == "template":
+        path = tmp_path / "rotary_template.py"
+        path.write_text(template.render({}))
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
-    p = subprocess.run([sys.executable, "-c", ROTARY_VIEW_SCRIPT, str(starter)], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, "-c", ROTARY_VIEW_SCRIPT, str(path)], capture_output=True, text=True,
                        timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.split()[-2:] == ["copies", "0"], p.stdout
+    assert p.stdout.split()[-4:] == ["layout", "as_eager", "copies", "0"], p.stdout

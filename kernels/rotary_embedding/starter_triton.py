@@ -1,7 +1,9 @@
 """Triton starter for rotary embedding (rotate-half): a block of positions, several heads per program.
 
-x is [batch, heads, seq, head_dim], read through its strides (a transposed q or k is not copied);
-the output is contiguous. Each program takes SEQ_BLOCK positions
+x is [batch, heads, seq, head_dim], read through its strides (a transposed q or k is not copied),
+and the output has x's layout, as PyTorch's own elementwise ops give it: a rotated q that stays in
+[batch, seq, heads, head_dim] memory makes attention's output come back in that layout too, and the
+model's `o.transpose(1, 2).reshape(b, s, d)` is then a view instead of a copy. Each program takes SEQ_BLOCK positions
 of one batch entry, loads the matching halves of cos and sin once, and reuses them for
 HEADS_PER_PROGRAM heads: per head it loads both halves of x, computes in fp32 and writes both
 output halves. cos/sin are read from memory (or L2) once per head group rather than once per row,
@@ -21,8 +23,8 @@ SEQ_TILE, HEADS_PER_PROGRAM = (16384, 32) if INTERPRETED else (2048, 8)
 
 
 @triton.jit
-def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_dim, head_groups,
-                 stride_cs, sxb, sxh, sxs, HEADS_PER_PROGRAM: tl.constexpr, SEQ_BLOCK: tl.constexpr,
+def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_groups,
+                 stride_cs, sxb, sxh, sxs, sob, soh, sos, HEADS_PER_PROGRAM: tl.constexpr, SEQ_BLOCK: tl.constexpr,
                  BLOCK_H: tl.constexpr):
     pid_s = tl.program_id(0)
     pid_bg = tl.program_id(1)
@@ -37,10 +39,9 @@ def _rope_kernel(x_ptr, cos_ptr, sin_ptr, out_ptr, heads, seq, half, head_dim, h
     s1 = tl.load(sin_ptr + cs, mask=tile_ok, other=0.0).to(tl.float32)
     s2 = tl.load(sin_ptr + cs + half, mask=tile_ok, other=0.0).to(tl.float32)
     for h in range(first_head, tl.minimum(first_head + HEADS_PER_PROGRAM, heads)):
-        rows = (b * heads + h) * seq + pos  # row of the output [batch*heads*seq, head_dim]
-        offs = rows[:, None] * head_dim + cols[None, :]
         h64 = b * 0 + h  # the head index in int64 (b is), so h * sxh cannot overflow
         x_offs = (b * sxb + h64 * sxh + pos.to(tl.int64) * sxs)[:, None] + cols[None, :]  # x may be a strided view
+        offs = (b * sob + h64 * soh + pos.to(tl.int64) * sos)[:, None] + cols[None, :]  # and so may the output
         x1 = tl.load(x_ptr + x_offs, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
         x2 = tl.load(x_ptr + x_offs + half, mask=tile_ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
         tl.store(out_ptr + offs, (x1 * c1 - x2 * s1).to(out_ptr.dtype.element_ty), mask=tile_ok)
@@ -61,8 +62,10 @@ def kernel_fn(x, cos, sin):
     sin2d = sin.reshape(-1, d)
     if cos2d.stride(-1) != 1 or sin2d.stride(-1) != 1 or cos2d.stride(0) != sin2d.stride(0):
         cos2d, sin2d = cos2d.contiguous(), sin2d.contiguous()
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    # empty_like keeps a dense x's strides (a transposed view stays transposed); anything else: contiguous
+    out = torch.empty_like(x) if xc is x else torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel():
+        o4 = out if xc is x else out.view(-1, heads, seq, d)
         batch = x.numel() // (heads * seq * d)
         half = d // 2
         block_h = triton.next_power_of_2(max(half, 1))
@@ -70,6 +73,7 @@ def kernel_fn(x, cos, sin):
         per_program = min(HEADS_PER_PROGRAM, heads)
         head_groups = triton.cdiv(heads, per_program)
         grid = (triton.cdiv(seq, seq_block), batch * head_groups)
-        _rope_kernel[grid](xc, cos2d, sin2d, out, heads, seq, half, d, head_groups, cos2d.stride(0),
-                           xc.stride(0), xc.stride(1), xc.stride(2), HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block, BLOCK_H=block_h, num_warps=4)
+        _rope_kernel[grid](xc, cos2d, sin2d, out, heads, seq, half, head_groups, cos2d.stride(0),
+                           xc.stride(0), xc.stride(1), xc.stride(2), o4.stride(0), o4.stride(1), o4.stride(2),
+                           HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block, BLOCK_H=block_h, num_warps=4)
     return out

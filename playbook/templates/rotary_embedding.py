@@ -124,7 +124,7 @@ def _launcher(p: dict) -> str:
                 x = x.contiguous()
             cos = cos.reshape(seq, head_dim).contiguous()
             sin = sin.reshape(seq, head_dim).contiguous()
-            y = torch.empty((batch, heads, seq, head_dim), dtype=x.dtype, device=x.device)
+            y = torch.empty_like(x)  # x's layout, as PyTorch's elementwise ops keep it (a transposed q stays so)
             if y.numel() == 0:
                 return y
             halves = SPLIT_HALVES and head_dim % 2 == 0

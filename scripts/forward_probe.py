@@ -1,0 +1,126 @@
+"""Where does the patched Llama forward lose time? A GPU probe for issue 5's end-to-end target.
+
+The integration on the H100 measured the swapped modules at 2-3x their standalone kernel time inside
+the model, and "the rest of the forward" 2 ms slower after the swap than before. This probe separates
+the candidates: host time (Python in the patch and the TorchFunctionMode, a host sync in the
+cross_entropy route) against device time (the kernels themselves, read from torch.profiler).
+
+For each variant of the bundled Llama (large, bf16) it prints and writes to OUT/forward_probe.json:
+- forward ms: `triton.testing.do_bench` median, as the integration times it;
+- host ms: how long one forward takes to return after a synchronize, without waiting for the GPU
+  (when this is near the forward ms, the GPU waits for the host);
+- kernel ms: the sum of the GPU kernels' durations in one forward (torch.profiler), so
+  forward - kernel ms is time the GPU sat idle;
+- the kernels that take the most device time.
+
+Variants: eager; the starters for rmsnorm and rotary swapped in, with the rotary output made
+contiguous (as the starter wrote it before) and in q's own layout (module swaps only, no
+TorchFunctionMode); plus the cross_entropy starter (the mode is active for the whole forward);
+torch.compile.
+
+    python scripts/forward_probe.py [OUT_DIR]      (on a GPU; ~2 minutes)
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _starter(kind: str):
+    path = ROOT / "kernels" / kind / "starter_triton.py"
+    spec = importlib.util.spec_from_file_location(f"probe_{kind}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel_fn
+
+
+def _host_ms(fn, n: int = 5) -> float:
+    """Median over `n` of the time one forward takes to return, starting from an idle GPU."""
+    times = []
+    for _ in range(n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2]
+
+
+def _kernels(fn, forwards: int = 3) -> tuple[float, list[tuple[str, float, int]]]:
+    """Device ms per forward summed over GPU kernels, and the top kernels (name, ms per forward, calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(forwards):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for e in prof.key_averages():
+        dev = getattr(e, "self_device_time_total", None)
+        if dev is None:
+            dev = getattr(e, "self_cuda_time_total", 0.0)
+        if dev > 0:
+            rows.append((e.key[:90], dev / 1e3 / forwards, int(e.count // forwards)))
+    rows.sort(key=lambda r: -r[1])
+    return sum(r[1] for r in rows), rows[:12]
+
+
+def main() -> None:
+    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("RESULTS", "."))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from triton.testing import do_bench
+
+    from autokernel.engine import kernel_patch
+    from autokernel.engine.model_loading import load_model
+
+    loaded = load_model(ROOT / "engine" / "examples" / "llama.py", "cuda", size="large")
+    model = loaded.model.eval()
+    inputs = list(loaded.inputs)
+    variants = {"eager": model}
+    rotary = _starter("rotary_embedding")
+    contiguous = copy.deepcopy(model)  # the rotary output as the starter wrote it before: contiguous
+    kernel_patch.patch(contiguous, {"rmsnorm": _starter("rmsnorm"),
+                                    "rotary_embedding": lambda x, c, s: rotary(x, c, s).contiguous()})
+    variants["rmsnorm+rotary, rotary output contiguous"] = contiguous
+    modules = copy.deepcopy(model)
+    kernel_patch.patch(modules, {"rmsnorm": _starter("rmsnorm"), "rotary_embedding": _starter("rotary_embedding")})
+    variants["rmsnorm+rotary (module swaps)"] = modules
+    full = copy.deepcopy(model)
+    stats = kernel_patch.patch(full, {"rmsnorm": _starter("rmsnorm"), "rotary_embedding": _starter("rotary_embedding"),
+                                      "cross_entropy": _starter("cross_entropy")})
+    variants["+ cross_entropy (TorchFunctionMode)"] = full
+    compiled = torch.compile(copy.deepcopy(model))
+    variants["torch.compile"] = compiled
+    results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "variants": {}}
+    with torch.no_grad():
+        for name, m in variants.items():
+            fn = (lambda m=m: m(*inputs))
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            fwd = float(do_bench(fn, warmup=100, rep=500, return_mode="median"))
+            host = _host_ms(fn)
+            kern, top = _kernels(fn)
+            results["variants"][name] = {"forward_ms": fwd, "host_ms": host, "kernel_ms": kern, "top": top}
+            print(f"{name:40s} forward {fwd:8.3f} ms   host {host:8.3f} ms   kernels {kern:8.3f} ms   "
+                  f"idle {fwd - kern:7.3f} ms", flush=True)
+            for k, ms, calls in top[:8]:
+                print(f"      {ms:8.3f} ms  x{calls:<4d} {k}")
+    results["patch_calls"] = {k: dict(v) for k, v in (("calls", stats.calls), ("fallbacks", stats.fallbacks))}
+    (out_dir / "forward_probe.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
