@@ -52,6 +52,7 @@ MUTANTS = {
     "layernorm": ("* w[None, :] + b[None, :]", "* w[None, :]"),  # bias dropped
     "rotary_embedding": ("(x1 * c1 - x2 * s1)", "(x1 * c1 + x2 * s1)"),  # rotation sign
     "reduce": ("other=0.0,\n                       eviction_policy", "other=1.0,\n                       eviction_policy"),  # tail padding counted
+    "fused_mlp": ("(c % 2 == 1)", "(c % 2 == 0)"),  # gate and up swapped: silu(u) * g
 }
 
 
