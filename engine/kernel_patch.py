@@ -368,7 +368,9 @@ class KernelMode(TorchFunctionMode):
                 or a.get("reduction", "mean") != "mean" or a.get("label_smoothing", 0.0) \
                 or not entry.accepts(x) or x.dim() != 2 or not isinstance(t, torch.Tensor) \
                 or t.dim() != 1 or t.dtype not in (torch.int64, torch.int32) \
-                or bool((t == a.get("ignore_index", -100)).any()):
+                or a.get("ignore_index", -100) != -100:
+            # The kernel's contract skips rows whose target is -100 (F.cross_entropy's default), so the
+            # call is routed without asking the GPU whether any target is ignored (a host sync).
             return self._fallback("cross_entropy")
         return self._site("cross_entropy", "cross_entropy").call(
             _signature((x, t)), lambda: entry.fn(x.contiguous(), t.contiguous()).to(x.dtype),

@@ -234,3 +234,44 @@ def test_patcher_judges_a_half_precision_site_against_the_exact_result_not_only_
         stats = kernel_patch.patch(wrong, {"rotary_embedding": lambda x, cos, sin: fused(x, cos, -sin)})
         assert torch.equal(wrong(x), ref)
         assert stats.calls["rotary_embedding"] == 0 and stats.mismatches["rotary_embedding"]
+
+
+class _Loss(nn.Module):
+    def __init__(self, ignore_index=-100):
+        super().__init__()
+        self.ignore_index = ignore_index
+
+    def forward(self, logits, targets):
+        return F.cross_entropy(logits, targets, ignore_index=self.ignore_index)
+
+
+def test_cross_entropy_is_routed_without_asking_the_gpu_about_ignored_targets():
+    """The kernel's contract skips targets of -100 (F.cross_entropy's default), so a routed call needs no
+    host read of the targets: on the H100 that read (a sync per forward) cost ~1 ms of a 26 ms Llama
+    forward. Another ignore_index is not the contract's, and falls through to PyTorch."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class HostReads(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket in (torch.ops.aten._local_scalar_dense, torch.ops.aten.is_nonzero):
+                HostReads.n += 1
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    logits, targets = torch.randn(16, 50), torch.randint(0, 50, (16,))
+    targets[3] = targets[9] = -100
+    contract = lambda x, t: F.cross_entropy(x.float(), t)  # noqa: E731 (the contract, as a kernel would compute it)
+    with torch.no_grad():
+        model = _Loss()
+        stats = kernel_patch.patch(model, {"cross_entropy": contract})
+        assert torch.equal(model(logits, targets), F.cross_entropy(logits, targets))  # first call: verified
+        with HostReads():
+            model(logits, targets)
+        assert HostReads.n == 0 and stats.calls["cross_entropy"] == 2
+        other = _Loss(ignore_index=7)
+        stats = kernel_patch.patch(other, {"cross_entropy": contract})
+        real = targets.clamp(min=0)  # -100 is no class when 7 is the ignored one
+        assert torch.equal(other(logits, real), F.cross_entropy(logits, real, ignore_index=7))
+        assert stats.calls["cross_entropy"] == 0 and stats.fallbacks["cross_entropy"] == 1

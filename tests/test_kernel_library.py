@@ -48,7 +48,7 @@ def test_triton_starter_passes_the_five_stages(worker, name):
 
 # Wrong variants of the starters: the spec (reference, inputs, tolerance) must catch each one.
 MUTANTS = {
-    "cross_entropy": ("tl.sum(acc, axis=0) / rows", "tl.sum(acc, axis=0) / (rows + 1)"),  # mean off by a row
+    "cross_entropy": ("tl.sum(acc, axis=0) / tl.sum(n, axis=0)", "tl.sum(acc, axis=0) / rows"),  # ignored rows counted
     "layernorm": ("* w[None, :] + b[None, :]", "* w[None, :]"),  # bias dropped
     "rotary_embedding": ("(x1 * c1 - x2 * s1)", "(x1 * c1 + x2 * s1)"),  # rotation sign
     "reduce": ("other=0.0,\n                       eviction_policy", "other=1.0,\n                       eviction_policy"),  # tail padding counted
@@ -112,11 +112,18 @@ def test_flop_counts_follow_the_definitions():
     assert get_spec("flash_attention").flops({**att, "causal": True}, torch.float16) == full // 2
 
 
-def test_cross_entropy_targets_are_real_classes():
+def test_cross_entropy_targets_are_real_classes_or_ignored():
+    """Targets are classes, plus about one row in eight of -100 (ignored, F.cross_entropy's default), never
+    the first row, so every kernel is checked on padded rows and some row always counts."""
     spec = get_spec("cross_entropy")
     logits, targets = spec.make_inputs({"rows": 500, "vocab": 7}, torch.float16, "cpu", torch.Generator().manual_seed(6), "normal")
-    assert targets.dtype == torch.int64 and int(targets.min()) >= 0 and int(targets.max()) < 7
-    assert spec.reference(logits, targets).dtype == torch.float32 and spec.reference(logits, targets).dim() == 0
+    real = targets[targets != -100]
+    assert targets.dtype == torch.int64 and int(real.min()) >= 0 and int(real.max()) < 7
+    assert 30 < int((targets == -100).sum()) < 100 and int(targets[0]) != -100
+    loss = spec.reference(logits, targets)
+    assert loss.dtype == torch.float32 and loss.dim() == 0
+    kept = targets != -100
+    assert torch.allclose(loss, spec.reference(logits[kept], targets[kept]))
 
 
 def _autokernel(*argv):

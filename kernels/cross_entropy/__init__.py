@@ -1,5 +1,10 @@
 """Cross-entropy: the mean over rows of -log softmax(logits)[target], returned as an fp32 scalar.
 
+Rows whose target is -100 count neither in the sum nor in the number of rows, as in
+`F.cross_entropy`'s default (`ignore_index=-100`, what language models use for padding). Having it in
+the contract lets the model patch route a cross_entropy call to a kernel without first asking the GPU
+whether any target is ignored (a host sync that cost ~1 ms of an H100 Llama forward).
+
 Memory-bound: the floor is one read of the logits (plus the targets). The reference works in at
 least fp32 so that a half-precision model's loss is compared against what the math says.
 """
@@ -12,6 +17,10 @@ import torch.nn.functional as F
 from ..spec import KernelSpec, random_tensor, starters_beside
 
 
+IGNORE_INDEX = -100  # F.cross_entropy's default
+IGNORED_SHARE = 0.125
+
+
 def reference(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     work = logits if logits.dtype == torch.float64 else logits.float()
     loss = F.cross_entropy(work.reshape(-1, work.shape[-1]), targets.reshape(-1).long())
@@ -21,9 +30,12 @@ def reference(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def make_inputs(shape, dtype, device, gen, mode="normal"):
     rows, vocab = int(shape["rows"]), int(shape["vocab"])
     logits = random_tensor((rows, vocab), dtype, device, gen, mode)
-    # Every target is a real class: no ignore_index, so the mean is over all rows.
-    targets = torch.randint(0, vocab, (rows,), generator=gen, dtype=torch.int64).to(device)
-    return logits, targets
+    targets = torch.randint(0, vocab, (rows,), generator=gen, dtype=torch.int64)
+    # About one row in eight ignored (target -100), never the first, so some row always counts.
+    ignored = torch.rand(rows, generator=gen) < IGNORED_SHARE
+    ignored[:1] = False
+    targets[ignored] = IGNORE_INDEX
+    return logits, targets.to(device)
 
 
 def bytes_moved(shape, dtype) -> int:
@@ -44,7 +56,7 @@ def shape_from_args(logits, targets=None, *rest, **kwargs):
 SPEC = KernelSpec(
     name="cross_entropy",
     signature="kernel_fn(logits, targets)",
-    summary="mean over rows of logsumexp(logits) - logits[target]; logits [rows, vocab], int64 targets; fp32 scalar",
+    summary="mean over rows of logsumexp(logits) - logits[target], rows with target -100 skipped; logits [rows, vocab], int64 targets; fp32 scalar",
     reference=reference,
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
@@ -93,7 +105,9 @@ SPEC = KernelSpec(
     }),
     starters=starters_beside(__file__),
     notes=(
-        "Output is a 0-dim fp32 tensor: the mean loss over all rows (no ignore_index, no label smoothing). "
+        "Output is a 0-dim fp32 tensor: the mean loss over the rows whose target is not -100 (F.cross_entropy's "
+        "default ignore_index; about one row in eight of the inputs is ignored): an ignored row adds nothing to "
+        "the sum and is not counted in the divisor (never load logits[row, -100]); no label smoothing. "
         "Memory-bound: read each logit once (online logsumexp: running max and rescaled running sum), "
         "pick logits[row, target] with one scalar load, keep all math in fp32. "
         "The mean must be deterministic (bitwise-identical across runs): write per-row (or per-program) "

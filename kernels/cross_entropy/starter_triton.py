@@ -1,9 +1,10 @@
 """Triton starter for cross-entropy: one row per program, a single streaming pass over the vocab.
 
 Each program keeps a running max and a rescaled running sum of exp (online logsumexp, exp2 with
-log2(e) folded in), loads logits[row, target] with one scalar load and writes its row's loss.
-A second one-program kernel adds the row losses in a fixed order and divides by the row count,
-so the mean is bitwise repeatable (no float atomics).
+log2(e) folded in), loads logits[row, target] with one scalar load and writes its row's loss and
+whether the row counts (a target of -100 is ignored, as F.cross_entropy does by default). A second
+one-program kernel adds the losses and the counts in a fixed order and divides, so the mean is
+bitwise repeatable (no float atomics).
 
 A vocabulary that is not a multiple of 8 (GPT-2's 50257) starts rows at odd addresses, and Triton
 then loads them two bytes at a time. Reading such rows over a 16-byte-aligned window instead (16-byte
@@ -22,7 +23,7 @@ LN2 = 0.6931471805599453
 
 
 @triton.jit
-def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, vocab, stride_row,
+def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, counts_ptr, vocab, stride_row,
                      BLOCK_V: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * stride_row
@@ -37,19 +38,23 @@ def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, vocab, stride_row,
         s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
         m = m_new
     target = tl.load(targets_ptr + row)
-    x_t = tl.load(row_ptr + target).to(tl.float32)
+    counts = target != -100
+    x_t = tl.load(row_ptr + tl.where(counts, target, 0)).to(tl.float32)
     lse = m + tl.log2(s) * 0.6931471805599453
-    tl.store(losses_ptr + row, lse - x_t)
+    tl.store(losses_ptr + row, tl.where(counts, lse - x_t, 0.0))
+    tl.store(counts_ptr + row, counts.to(tl.float32))
 
 
 @triton.jit
-def _mean_kernel(losses_ptr, out_ptr, rows, BLOCK: tl.constexpr):
+def _mean_kernel(losses_ptr, counts_ptr, out_ptr, rows, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros((BLOCK,), tl.float32)
+    n = tl.zeros((BLOCK,), tl.float32)
     for start in range(0, rows, BLOCK):
         idx = start + offs
         acc += tl.load(losses_ptr + idx, mask=idx < rows, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) / rows)
+        n += tl.load(counts_ptr + idx, mask=idx < rows, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))  # no row counted: 0/0 = nan, as PyTorch
 
 
 def _launch_shape(vocab):
@@ -67,10 +72,11 @@ def kernel_fn(logits, targets):
     if targets.dtype != torch.int64 or not targets.is_contiguous():
         targets = targets.to(torch.int64).contiguous()
     rows = logits2d.shape[0]
-    losses = torch.empty(rows, dtype=torch.float32, device=logits.device)
+    losses = torch.empty(2 * rows, dtype=torch.float32, device=logits.device)  # losses, then counts
     out = torch.empty((), dtype=torch.float32, device=logits.device)
     block, warps = _launch_shape(vocab)
-    _row_loss_kernel[(rows,)](logits2d, targets, losses, vocab, logits2d.stride(0),
-                              BLOCK_V=block, num_warps=warps)
-    _mean_kernel[(1,)](losses, out, rows, BLOCK=1024, num_warps=4)
+    if rows:
+        _row_loss_kernel[(rows,)](logits2d, targets, losses, losses[rows:], vocab, logits2d.stride(0),
+                                  BLOCK_V=block, num_warps=warps)
+    _mean_kernel[(1,)](losses, losses[rows:], out, rows, BLOCK=1024, num_warps=4)
     return out

@@ -1,8 +1,9 @@
 """Cross-entropy template: mean over rows of logsumexp(logits) - logits[target], an fp32 scalar.
 
 Memory-bound: the floor is one read of the logits. Each program reduces ROWS rows to losses and
-adds them into one partial sum of its own; a second, single-program kernel adds the partials in
-a fixed order (no atomics, so the result is bit-for-bit repeatable) and divides by the rows.
+adds them into one partial sum and one count of its own (a row whose target is -100 is ignored, as
+F.cross_entropy does by default); a second, single-program kernel adds the partials in a fixed order
+(no atomics, so the result is bit-for-bit repeatable) and divides the sum by the count.
 
 With ALIGNED_WINDOW on and a vocabulary that is not a multiple of the 16-byte vector width (GPT-2's
 50257), rows start at odd addresses and Triton would read them two bytes at a time; the kernel then
@@ -255,7 +256,9 @@ def _kernel(p: dict) -> str:
         row_mask = rows < n_rows
         x_rows = x_ptr + rows.to(tl.int64)[:, None] * stride_x
         <<window_setup>>
-        t = tl.load(t_ptr + rows, mask=row_mask, other=0)
+        t = tl.load(t_ptr + rows, mask=row_mask, other=-100)
+        counts = row_mask & (t != -100)  # a target of -100 is ignored (F.cross_entropy's default)
+        t = tl.where(counts, t, 0)
         if NUM_TILES == 1:
             # The whole row of logits fits one tile: read it once.
             <<whole_read>>
@@ -266,8 +269,9 @@ def _kernel(p: dict) -> str:
             <<whole_target>>
         else:
             <<tiled>>
-        loss = tl.where(row_mask, m + <<log_s>> - x_t, 0.0)
+        loss = tl.where(counts, m + <<log_s>> - x_t, 0.0)
         total += tl.sum(loss, axis=0)
+        counted += tl.sum(counts.to(tl.float32), axis=0)
         """,
         window_setup=WINDOW_SETUP if window else "",
         whole_read=whole_read,
@@ -286,14 +290,16 @@ def _kernel(p: dict) -> str:
         """
         @triton.jit
         def _cross_entropy_rows(
-            x_ptr, t_ptr, partial_ptr, n_rows, n_cols, stride_x,
+            x_ptr, t_ptr, partial_ptr, count_ptr, n_rows, n_cols, stride_x,
             BLOCK_V: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, USE_TMA: tl.constexpr,<<vec>>
         ):
             cols = tl.arange(0, BLOCK_V)
             total = tl.zeros([1], dtype=tl.float32)
+            counted = tl.zeros([1], dtype=tl.float32)
             <<tma_setup>>
             <<loop>>
             tl.store(partial_ptr + tl.program_id(0) + tl.arange(0, 1), total)
+            tl.store(count_ptr + tl.program_id(0) + tl.arange(0, 1), counted)
         """,
         tma_setup=tma_setup,
         loop=row_loop(body, bool(p["persistent"])),
@@ -307,13 +313,16 @@ def _kernel(p: dict) -> str:
     finish = fill(
         """
         @triton.jit
-        def _mean_of_partials(partial_ptr, out_ptr, n_partials, n_rows, BLOCK: tl.constexpr):
-            # One program adds the partial sums in a fixed order, so the mean is repeatable bit for bit.
+        def _mean_of_partials(partial_ptr, count_ptr, out_ptr, n_partials, BLOCK: tl.constexpr):
+            # One program adds the partial sums and counts in a fixed order, so the mean is repeatable
+            # bit for bit; no row counted gives 0/0 = nan, as PyTorch does.
             acc = tl.zeros([BLOCK], dtype=tl.float32)
+            n = tl.zeros([BLOCK], dtype=tl.float32)
             for start in range(0, n_partials, BLOCK):
                 offs = start + tl.arange(0, BLOCK)
                 acc += tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0)
-            tl.store(out_ptr, tl.sum(acc, axis=0) / n_rows)
+                n += tl.load(count_ptr + offs, mask=offs < n_partials, other=0.0)
+            tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))
         """
     )
     return kernel + "\n\n\n" + finish
@@ -346,13 +355,13 @@ def _launcher(p: dict) -> str:
             num_tiles = triton.cdiv(n_cols, block_v)
             n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
             grid = <<grid>>
-            partials = torch.empty(grid[0], dtype=torch.float32, device=x.device)
+            partials = torch.empty(2 * grid[0], dtype=torch.float32, device=x.device)  # sums, then counts
             _cross_entropy_rows[grid](
-                x, t, partials, n_rows, n_cols, x.stride(0),
+                x, t, partials, partials[grid[0]:], n_rows, n_cols, x.stride(0),
                 BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
                 USE_TMA=<<use_tma>><<launch_opts>>,
             )
-            _mean_of_partials[(1,)](partials, out, grid[0], n_rows, BLOCK=1024, num_warps=4)
+            _mean_of_partials[(1,)](partials, partials[grid[0]:], out, grid[0], BLOCK=1024, num_warps=4)
             return out
         ''',
         prologue=_PROLOGUE,
@@ -378,19 +387,20 @@ def _window_launcher(p: dict, grid: str) -> str:
             for xp, _, _ in parts:
                 n_blocks = triton.cdiv(xp.shape[0], ROWS_PER_PROGRAM)
                 grids.append(<<grid>>)
-            partials = torch.empty(sum(g[0] for g in grids), dtype=torch.float32, device=x.device)
+            n_partials = sum(g[0] for g in grids)
+            partials = torch.empty(2 * n_partials, dtype=torch.float32, device=x.device)  # sums, then counts
             first = 0
             for (xp, tp, v), grid in zip(parts, grids):
                 span = n_cols + v - 1  # a window spans up to VEC - 1 elements more than the row
                 block_v = min(triton.next_power_of_2(span), MAX_BLOCK_V)
                 num_tiles = triton.cdiv(span, block_v)
                 _cross_entropy_rows[grid](
-                    xp, tp, partials[first:], xp.shape[0], n_cols, xp.stride(0),
+                    xp, tp, partials[first:], partials[n_partials + first:], xp.shape[0], n_cols, xp.stride(0),
                     BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
                     USE_TMA=<<use_tma>>, VEC=v<<launch_opts>>,
                 )
                 first += grid[0]
-            _mean_of_partials[(1,)](partials, out, first, n_rows, BLOCK=1024, num_warps=4)
+            _mean_of_partials[(1,)](partials, partials[n_partials:], out, n_partials, BLOCK=1024, num_warps=4)
             return out
         ''',
         prologue=_PROLOGUE,
