@@ -21,7 +21,8 @@ from autokernel.engine.forward_timing import part_name
 from autokernel.kernels import get_spec
 
 RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
-       "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log", "pace.txt")
+       "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log", "pace.txt", "forward_probe.json",
+       "forward_probe.txt")
 
 
 def _shape(shape: dict) -> str:
@@ -276,11 +277,33 @@ def optimize_page(opt: dict, log: str, title: str = "One optimize session on the
                 f"{_num(integ.get('speedup_compile'), '.2f')}× torch.compile"]
         if integ.get("sites"):
             out += ["", "Where the forward's time went, before and after the swap (device events around each "
-                    "swapped module, 3 forwards):", "", "| part | before ms | after ms |", "|---|---:|---:|"]
+                    "swapped module; the two models take turns, ABBA, over several forwards):", "", "| part | before ms | after ms |", "|---|---:|---:|"]
             out += [f"| {part_name(r)} | "
                     f"{r['before_ms']:.3f} | {r['after_ms']:.3f} |" for r in integ["sites"]]
     out += ["", "The experiments, as the headless run printed them:", "", "```",
             *[ln for ln in log.splitlines() if ln.startswith(("#", "==", "integration", "   "))], "```"]
+    return "\n".join(out) + "\n"
+
+
+def forward_page(probe: dict, versions: str) -> str:
+    """scripts/forward_probe.py's table: each variant of the Llama forward, host against device time."""
+    out = ["# Where the patched Llama forward spends its time on the H100", "", "```", versions.strip(), "```", "",
+           "`python scripts/forward_probe.py` (`scripts/gpu_suite.sh probe`): the bundled Llama (large, bf16) with "
+           "the Triton starters swapped in by `kernel_patch.patch`, variant by variant. forward: "
+           "`triton.testing.do_bench` median; host: how long one forward takes to return from an idle GPU (near "
+           "the forward's time, the GPU waits on the host); kernels: the GPU kernels' durations in one forward "
+           "(torch.profiler; profiled forwards run a little slower, so idle = forward - kernels can go below 0).", "",
+           "| variant | forward ms | × eager | host ms | kernels ms | idle ms |", "|---|---:|---:|---:|---:|---:|"]
+    variants = probe["variants"]
+    eager = variants.get("eager", {}).get("forward_ms")
+    for name, v in variants.items():
+        x = f"{eager / v['forward_ms']:.2f}" if eager else "—"
+        out.append(f"| {name} | {v['forward_ms']:.3f} | {x} | {v['host_ms']:.3f} | {v['kernel_ms']:.3f} | "
+                   f"{v['forward_ms'] - v['kernel_ms']:.3f} |")
+    for name, v in variants.items():
+        out += ["", f"Top kernels, {name} (ms per forward, calls per forward):", "", "| ms | calls | kernel |",
+                "|---:|---:|---|"]
+        out += [f"| {ms:.3f} | {calls} | `{k}` |" for k, ms, calls in v["top"][:8]]
     return "\n".join(out) + "\n"
 
 
@@ -331,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "hotspots.md").write_text(optimize_page(hot, log, "The Llama's memory-bound hot spots, optimized on "
                                                              "the H100", intro))
         written.append("hotspots.md")
+    if "forward_probe.json" in files:
+        (args.out / "forward.md").write_text(forward_page(json.loads(files["forward_probe.json"].read_text()), versions))
+        written.append("forward.md")
     if "kernelbench.json" in files:
         (args.out / "kernelbench.md").write_text(kernelbench_page(json.loads(files["kernelbench.json"].read_text()),
                                                                  versions))

@@ -13,7 +13,7 @@ RAW = ROOT / "docs" / "results" / "h100" / "raw"
 
 def test_pages_are_made_from_the_raw_runs(tmp_path):
     runs = sorted(p for p in RAW.iterdir() if p.is_dir())
-    assert len(runs) >= 5
+    assert len(runs) >= 7
     copies = []
     for run in runs:  # the script copies its inputs under OUT/raw: give it copies, oldest first
         shutil.copytree(run, tmp_path / "in" / run.name)
@@ -23,12 +23,13 @@ def test_pages_are_made_from_the_raw_runs(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     pages = {name: (out / name).read_text() for name in
-             ("bench.md", "checks.md", "profile.md", "optimize.md", "hotspots.md", "kernelbench.md")}
+             ("bench.md", "checks.md", "profile.md", "optimize.md", "hotspots.md", "kernelbench.md", "forward.md")}
     bench = pages["bench.md"]
     assert "## The kernel library's targets, against this run" in bench
-    assert "| cross_entropy | 1024×32000 | 0.1234 | 0.0475 |" in bench  # the re-bench beside the full bench
+    assert "| cross_entropy | 1024×32000 | 0.1234 | 0.0343 |" in bench  # the re-bench beside the full bench
     assert "--max-experiments-per-problem 5" in pages["kernelbench.md"] and "fast_p" in pages["kernelbench.md"]
-    assert "| rotary_embedding modules | 4.632 | 0.873 |" in pages["optimize.md"]
+    assert "| rotary_embedding modules | 4.587 | 0.412 |" in pages["optimize.md"]
+    assert "| + cross_entropy (TorchFunctionMode) | 26.071 | 1.24 | 14.136 |" in pages["forward.md"]
     assert pages["checks.md"].count("| PASS |") == 18
     for name, text in pages.items():  # the committed pages are the script's output, not edited by hand
         assert text == (ROOT / "docs" / "results" / "h100" / name).read_text(), name
