@@ -62,17 +62,22 @@ _UPCAST = """
 """
 
 
+_GATE_UP = """
+@triton.jit
+def _gate_up(
+    x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
+    stride_xm, stride_xk, stride_wn, stride_wk, stride_hm, stride_hn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    DOT_UPCAST: tl.constexpr,
+):
+    <<body>>
+"""
+
+
 def _two_accumulators(sig: str, ws: str) -> str:
-    """The gate/up kernel with one accumulator per projection (interleaved=False)."""
+    """The gate/up kernel's body with one accumulator per projection (interleaved=False)."""
     return fill(
         """
-        @triton.jit
-        def _gate_up(
-            x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
-            stride_xm, stride_xk, stride_wn, stride_wk, stride_hm, stride_hn,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-            DOT_UPCAST: tl.constexpr,
-        ):
             # h[m, n] = silu(x[m, :] . w_gate[n, :]) * (x[m, :] . w_up[n, :]); both weights share x's tile.
             <<swizzle>>
             acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -102,15 +107,8 @@ def _kernels(p: dict) -> str:
     sig = ("1.0 / (1.0 + tl.exp2(-g * 1.4426950408889634))" if p["exp2_sigmoid"]
            else "1.0 / (1.0 + tl.exp(-g))")
     if p["interleaved"]:
-        gate_up = fill(
+        body = fill(
             """
-            @triton.jit
-            def _gate_up(
-                x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
-                stride_xm, stride_xk, stride_wn, stride_wk, stride_hm, stride_hn,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                DOT_UPCAST: tl.constexpr,
-            ):
                 # N = 2 * intermediate columns taken in turn: column c is w_gate[c // 2] (even c) or w_up[c // 2] (odd c).
                 <<swizzle>>
                 cols = offs_n // 2
@@ -135,7 +133,8 @@ def _kernels(p: dict) -> str:
             upcast=fill(_UPCAST, more="b = b.to(tl.float32)"),
         )
     else:
-        gate_up = _two_accumulators(sig, ws)
+        body = _two_accumulators(sig, ws)
+    gate_up = fill(_GATE_UP, body=body)
     down = fill(
         """
         @triton.jit
