@@ -102,8 +102,9 @@ step_optimize() {
 step_hotspots() {
   # Issue 5's bandwidth target: rmsnorm, softmax and cross_entropy at the Llama example's shapes, from
   # the starters, by the playbook agent, one session through all three (engine/examples/llama_hotspots.py).
+  # Plateau 12 by default: with 30, run 5's rmsnorm took the whole 6-minute budget and cross_entropy never ran.
   ak optimize llama_hotspots --headless --device "$DEVICE" --size "$SIZE" --max-experiments "${HOT_EXPERIMENTS:-300}" \
-    --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-30}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
+    --budget "${HOT_BUDGET:-12m}" --plateau "${HOT_PLATEAU:-12}" --json > "$RESULTS/hotspots.json" 2> "$RESULTS/hotspots.log"
   echo "hotspots rc=$?"; tail -8 "$RESULTS/hotspots.log"
 }
 
