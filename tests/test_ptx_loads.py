@@ -17,11 +17,13 @@ def _global_loads(fn, signature: dict, constants: dict, aligned_args: tuple[int,
     try:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
-
-        source = ASTSource(fn, signature, constants, {(i,): [["tt.divisibility", 16]] for i in aligned_args})
-        kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
-    except Exception as e:  # no CUDA backend in this Triton build, or an API it does not have
-        pytest.skip(f"cannot compile for sm_90 offline here: {type(e).__name__}: {e}")
+    except ImportError as e:  # a Triton without this API
+        pytest.skip(f"cannot compile for sm_90 offline here: {e}")
+    if "nvidia" not in triton.backends.backends:
+        pytest.skip("this Triton has no NVIDIA backend")
+    # A compile error is the kernel's (or this test's signature's) fault, never a reason to skip.
+    source = ASTSource(fn, signature, constants, {(i,): [["tt.divisibility", 16]] for i in aligned_args})
+    kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
     return set(re.findall(r"ld\.global[\w.:]*", kernel.asm["ptx"]))
 
 
@@ -38,13 +40,13 @@ def test_playbook_cross_entropy_with_the_aligned_window_reads_an_odd_vocabulary_
     spec = importlib.util.spec_from_file_location("_ce_window_candidate_ptx", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    signature = {"x_ptr": "*bf16", "t_ptr": "*i64", "partial_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
+    signature = {"x_ptr": "*bf16", "t_ptr": "*i64", "partial_ptr": "*fp32", "count_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
                  "stride_x": "i32", "BLOCK_V": "constexpr", "ROWS": "constexpr", "NUM_TILES": "constexpr",
                  "USE_TMA": "constexpr", "VEC": "constexpr"}
     streaming = lambda loads: {ld for ld in loads if "evict_first" in ld}  # noqa: E731 (the logits' loads)
     for block_v, num_tiles in ((8192, 1), (16384, 4)):  # the whole row in one tile (4097), and a loop (50257)
         consts = {"BLOCK_V": block_v, "ROWS": 2, "NUM_TILES": num_tiles, "USE_TMA": False}
-        window = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 8}, (0, 1, 2), 16)
-        plain = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 1}, (0, 1, 2), 16)
+        window = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 8}, (0, 1, 2, 3), 16)
+        plain = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 1}, (0, 1, 2, 3), 16)
         assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), (block_v, window)
         assert streaming(plain) and all(ld.endswith(".b16") for ld in streaming(plain)), (block_v, plain)
