@@ -24,7 +24,6 @@ torch.compile.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import sys
@@ -34,14 +33,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _starter(kind: str):
-    path = ROOT / "kernels" / kind / "starter_triton.py"
-    spec = importlib.util.spec_from_file_location(f"probe_{kind}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.kernel_fn
+KINDS = ("rmsnorm", "rotary_embedding", "cross_entropy")
 
 
 def _host_ms(fn, n: int = 5) -> float:
@@ -83,23 +75,25 @@ def main() -> None:
     from triton.testing import do_bench
 
     from autokernel.engine import kernel_patch
+    from autokernel.engine.harness import load_candidate
     from autokernel.engine.model_loading import load_model
+    from autokernel.kernels import get_spec
 
+    starter = {k: load_candidate(get_spec(k).starters["triton"], f"probe_{k}") for k in KINDS}
     loaded = load_model(ROOT / "engine" / "examples" / "llama.py", "cuda", size="large")
     model = loaded.model.eval()
     inputs = list(loaded.inputs)
     variants = {"eager": model}
-    rotary = _starter("rotary_embedding")
+    rotary = starter["rotary_embedding"]
     contiguous = copy.deepcopy(model)  # the rotary output as the starter wrote it before: contiguous
-    kernel_patch.patch(contiguous, {"rmsnorm": _starter("rmsnorm"),
+    kernel_patch.patch(contiguous, {"rmsnorm": starter["rmsnorm"],
                                     "rotary_embedding": lambda x, c, s: rotary(x, c, s).contiguous()})
     variants["rmsnorm+rotary, rotary output contiguous"] = contiguous
     modules = copy.deepcopy(model)
-    kernel_patch.patch(modules, {"rmsnorm": _starter("rmsnorm"), "rotary_embedding": _starter("rotary_embedding")})
+    kernel_patch.patch(modules, {k: starter[k] for k in ("rmsnorm", "rotary_embedding")})
     variants["rmsnorm+rotary (module swaps)"] = modules
     full = copy.deepcopy(model)
-    stats = kernel_patch.patch(full, {"rmsnorm": _starter("rmsnorm"), "rotary_embedding": _starter("rotary_embedding"),
-                                      "cross_entropy": _starter("cross_entropy")})
+    stats = kernel_patch.patch(full, dict(starter))
     variants["+ cross_entropy (TorchFunctionMode)"] = full
     compiled = torch.compile(copy.deepcopy(model))
     variants["torch.compile"] = compiled

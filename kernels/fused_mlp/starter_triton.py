@@ -4,8 +4,9 @@ Kernel 1 is one matmul over w_gate and w_up with their columns interleaved (gate
 ...): each program's B tile holds both halves of BLOCK_N // 2 columns of h, read straight from the two
 weights (no copy), so the K loop is one plain dot, the same wgmma pipeline as the matmul starter's
 (two accumulators and two dots per step, the first form, reached 0.82-0.92x the eager SwiGLU on the
-H100). Its epilogue splits the pairs and writes silu(g) * u once, in x's dtype. Kernel 2 is a tiled, grouped-order matmul h @ w_down.T. Weights are read through the
-strides of their transposed views (no copies). Big problems are autotuned over a few H100 tiles;
+H100). Its epilogue splits the pairs and writes silu(g) * u once, in x's dtype. Kernel 2 is a tiled,
+grouped-order matmul h @ w_down.T. Weights are read through the strides of their transposed views
+(no copies). Big problems are autotuned over a few H100 tiles;
 small ones, and everything under TRITON_INTERPRET=1, use one small tile. Under the interpreter
 bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16 dot is wrong; the widening
 is exact).
