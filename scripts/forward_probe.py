@@ -13,10 +13,10 @@ For each variant of the bundled Llama (large, bf16) it prints and writes to OUT/
   forward - kernel ms is time the GPU sat idle;
 - the kernels that take the most device time.
 
-Variants: eager; the starters for rmsnorm and rotary swapped in, with the rotary output made
-contiguous (as the starter wrote it before) and in q's own layout (module swaps only, no
-TorchFunctionMode); plus the cross_entropy starter (the mode is active for the whole forward);
-torch.compile.
+Variants: eager; the starters for rmsnorm and rotary swapped in (module swaps only, no
+TorchFunctionMode); plus the cross_entropy starter (the mode is active for the whole forward); plus
+the fused_mlp starter; torch.compile; eager again last (the GPU warms and its clocks drop over a run:
+the two eager rows show how much that moves a number).
 
     python scripts/forward_probe.py [OUT_DIR]      (on a GPU; ~2 minutes)
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("rmsnorm", "rotary_embedding", "cross_entropy")
+KINDS = ("rmsnorm", "rotary_embedding", "cross_entropy", "fused_mlp")
 
 
 def _host_ms(fn, n: int = 5) -> float:
@@ -84,19 +84,18 @@ def main() -> None:
     model = loaded.model.eval()
     inputs = list(loaded.inputs)
     variants = {"eager": model}
-    rotary = starter["rotary_embedding"]
-    contiguous = copy.deepcopy(model)  # the rotary output as the starter wrote it before: contiguous
-    kernel_patch.patch(contiguous, {"rmsnorm": starter["rmsnorm"],
-                                    "rotary_embedding": lambda x, c, s: rotary(x, c, s).contiguous()})
-    variants["rmsnorm+rotary, rotary output contiguous"] = contiguous
     modules = copy.deepcopy(model)
     kernel_patch.patch(modules, {k: starter[k] for k in ("rmsnorm", "rotary_embedding")})
     variants["rmsnorm+rotary (module swaps)"] = modules
+    with_ce = copy.deepcopy(model)
+    kernel_patch.patch(with_ce, {k: starter[k] for k in ("rmsnorm", "rotary_embedding", "cross_entropy")})
+    variants["+ cross_entropy (TorchFunctionMode)"] = with_ce
     full = copy.deepcopy(model)
     stats = kernel_patch.patch(full, dict(starter))
-    variants["+ cross_entropy (TorchFunctionMode)"] = full
+    variants["+ fused_mlp"] = full
     compiled = torch.compile(copy.deepcopy(model))
     variants["torch.compile"] = compiled
+    variants["eager (again, last)"] = model
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "variants": {}}
     with torch.no_grad():
         for name, m in variants.items():

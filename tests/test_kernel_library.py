@@ -52,13 +52,15 @@ MUTANTS = {
     "layernorm": ("* w[None, :] + b[None, :]", "* w[None, :]"),  # bias dropped
     "rotary_embedding": ("(x1 * c1 - x2 * s1)", "(x1 * c1 + x2 * s1)"),  # rotation sign
     "reduce": ("other=0.0,\n                       eviction_policy", "other=1.0,\n                       eviction_policy"),  # tail padding counted
-    "fused_mlp": ("(c % 2 == 1)", "(c % 2 == 0)"),  # gate and up swapped: silu(u) * g
+    "fused_mlp": ("(c % 2 == 1)", "(c % 2 == 0)"),  # pointer form (fp32 inputs): gate and up swapped
+    "fused_mlp/tma": ("g = tl.dot(x, _widened(wg_desc", "g = tl.dot(x, _widened(wu_desc"),  # descriptor form (16-bit): up read twice
 }
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_a_wrong_variant_of_the_starter_fails(worker, name, tmp_path):
-    old, new = MUTANTS[name]
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_a_wrong_variant_of_the_starter_fails(worker, mutant, tmp_path):
+    name = mutant.split("/")[0]
+    old, new = MUTANTS[mutant]
     source = get_spec(name).starters["triton"].read_text()
     assert old in source, f"mutation site gone from the {name} starter"
     mutant = tmp_path / "candidate.py"
