@@ -14,6 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS:-/tmp/ak-results}
+export RESULTS  # the --background wrapper below touches $RESULTS/suite.done from a child shell
 FINAL_OUT=${OUT:-$PWD/.out}
 mkdir -p "$RESULTS" "$FINAL_OUT"
 export PYTHONUNBUFFERED=1 AUTOKERNEL_DB="$RESULTS/sessions.db" AUTOKERNEL_CACHE_DIR=/tmp/ak-cache \
