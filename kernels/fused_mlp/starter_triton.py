@@ -192,7 +192,7 @@ def _gate_up_tma_kernel(x_desc, wg_desc, wu_desc, h_desc, M, N, K, UPCAST: tl.co
     """[BLOCK_M, BLOCK_N] tiles of h = silu(x @ w_gate.T) * (x @ w_up.T): per K step one x tile and
     the two weights' K-major tiles through the copy engine, two dots into two fp32 accumulators.
     Tiles past an edge read as zeros, so neither the K tail nor the M/N edges need a mask.
-    The grid has one program per tile, yet the tile loop stays: Triton 3.6 compiles this form 20-25%
+    The grid has one program per tile, yet the tile loop stays: built by Triton 3.6 this form runs 15-30%
     faster on the H100 than the same body without the loop (scripts/mlp_diag.py, same configs)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
