@@ -227,6 +227,7 @@ class IntegrationResult(Event):
     meaningful: bool = True
     spread: float | None = None  # largest spread of the interleaved rounds' medians (eager, patched, compile)
     sites: list = field(default_factory=list)  # [{site, before_ms, after_ms}]: swapped modules, then "rest"
+    round_speedups: dict = field(default_factory=dict)  # {"eager"|"compile": [baseline / patched, per round]}
 
 
 @dataclass

@@ -27,6 +27,13 @@ class ForwardTime:
     ms: float
     spread: float  # (max - min) / median of the per-round medians; 0 with a single round
     rounds: int
+    per_round: tuple[float, ...] = ()  # each round's median, in the order the rounds ran
+
+
+def round_speedups(base: ForwardTime, other: ForwardTime) -> list[float]:
+    """base / other round by round: within a round the two ran minutes apart at most, so a GPU that warms
+    over the run moves both alike and the ratios stay tight where the round medians spread."""
+    return [b / o for b, o in zip(base.per_round, other.per_round) if o > 0]
 
 
 def _bench_round(fn: Callable[[], Any], device: str, round_ms: float) -> float:
@@ -58,7 +65,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int
     for name, times in per_round.items():
         med = statistics.median(times)
         spread = (max(times) - min(times)) / med if med > 0 and len(times) > 1 else 0.0
-        out[name] = ForwardTime(ms=med, spread=spread, rounds=len(times))
+        out[name] = ForwardTime(ms=med, spread=spread, rounds=len(times), per_round=tuple(times))
     return out
 
 

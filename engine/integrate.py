@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .events import IntegrationResult
-from .forward_timing import SiteTimer, breakdown_text, compiled_forward, site_breakdown, time_interleaved
+from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
+                             time_interleaved)
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
 # their own check still round differently, and the differences add up through the layers.
@@ -254,6 +255,8 @@ def run_request(request: dict) -> dict:
         eager_ms, model_ms = times["eager"].ms, times["patched"].ms
         compile_ms = times["compile"].ms if "compile" in times else None
         spread = max(t.spread for t in times.values()) if meaningful else None
+        per_round = {base: round_speedups(times[base], times["patched"]) for base in ("eager", "compile")
+                     if base in times} if meaningful else {}
         sites = _site_breakdown(original, patched, inputs, device, used, kernel_patch)
     summary = (f"outputs within {atol} + {rtol} x max|ref| ({dtype}) on {int(request.get('trials', 3))} inputs"
                if correct else "outputs differ")
@@ -262,7 +265,9 @@ def run_request(request: dict) -> dict:
     if mismatched:
         summary += "; fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3])
     if spread is not None:
-        summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%})"
+        summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%}"
+        ranges = [f"{min(r):.2f}-{max(r):.2f}x {base}" for base, r in per_round.items() if r]
+        summary += f"; round by round: {', '.join(ranges)})" if ranges else ")"
     if sites:
         summary += "; " + breakdown_text(sites)
     if not meaningful:
@@ -273,7 +278,7 @@ def run_request(request: dict) -> dict:
         "model_ms": model_ms, "eager_ms": eager_ms, "compile_ms": compile_ms,
         "speedup_eager": eager_ms / model_ms if model_ms else 0.0,
         "speedup_compile": (compile_ms / model_ms) if compile_ms and model_ms else None,
-        "meaningful": meaningful, "spread": spread, "sites": sites,
+        "meaningful": meaningful, "spread": spread, "sites": sites, "round_speedups": per_round,
     }
 
 

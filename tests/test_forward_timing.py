@@ -7,7 +7,8 @@ import time
 import torch
 from torch import nn
 
-from autokernel.engine.forward_timing import SiteTimer, breakdown_text, site_breakdown, time_interleaved
+from autokernel.engine.forward_timing import (ForwardTime, SiteTimer, breakdown_text, round_speedups, site_breakdown,
+                                              time_interleaved)
 
 
 class Sleepy(nn.Module):
@@ -48,6 +49,15 @@ def test_spread_is_the_range_of_round_medians_over_the_median():
 
     t = time_interleaved({"x": drifting}, "cpu", rounds=3)["x"]
     assert 0.7 < t.spread < 1.3 and t.ms > 0.008  # (15 - 5) / 10 ms, give or take the sleeps' slop
+
+
+def test_round_speedups_pair_each_round_so_a_warming_gpu_cancels_out():
+    # Both models slow down 20% over the run (round medians spread 18%), the patched one is 1.3x throughout.
+    eager = ForwardTime(ms=36.0, spread=0.18, rounds=3, per_round=(33.0, 36.0, 39.6))
+    patched = ForwardTime(ms=27.7, spread=0.18, rounds=3, per_round=(33.0 / 1.3, 36.0 / 1.3, 39.6 / 1.3))
+    assert [round(r, 6) for r in round_speedups(eager, patched)] == [1.3, 1.3, 1.3]
+    t = time_interleaved({"a": lambda: None, "b": lambda: None}, "cpu", rounds=2)
+    assert len(t["a"].per_round) == 2 and len(round_speedups(t["a"], t["b"])) <= 2
 
 
 def test_site_timer_splits_the_forward_into_the_watched_modules_and_the_rest():

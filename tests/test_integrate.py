@@ -51,6 +51,7 @@ def test_llama_on_cuda_timed_against_eager_and_compile(tmp_path):
     assert result.meaningful and result.compile_ms and result.model_ms > 0 and result.eager_ms > 0
     assert result.speedup_eager == pytest.approx(result.eager_ms / result.model_ms)
     assert result.spread is not None and "interleaved rounds" in result.detail
+    assert len(result.round_speedups["eager"]) == 5 and "round by round:" in result.detail
     sites = {row["site"]: row for row in result.sites}
     assert set(sites) == {"rmsnorm", "rest"} and sites["rmsnorm"]["after_ms"] > 0
 
@@ -68,7 +69,7 @@ def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
     # the interpreter runs the Triton kernel in Python: the swapped modules got slower on the CPU, and it shows
     assert sites["rmsnorm"]["after_ms"] > sites["rmsnorm"]["before_ms"]
     assert "rmsnorm modules" in result.detail and "rest of the forward" in result.detail
-    assert result.spread is None  # one round on the CPU: no spread to report
+    assert result.spread is None and result.round_speedups == {}  # one round on the CPU: no spread to report
 
 
 def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_the_swap():
