@@ -158,6 +158,7 @@ class BenchResult(Event):
     speedup_eager: float = 0.0
     speedup_compile: float | None = None
     meaningful: bool = True  # False on CPU / under the Triton interpreter
+    copy_gbs: float | None = None  # a plain device copy of the same bytes (GB/s), memory-bound kernels on CUDA
 
 
 @dataclass

@@ -260,6 +260,8 @@ class SearchState:
                 "speedup_vs_starter": (starter.kernel_ms / best.kernel_ms)
                 if best and starter and starter.kernel_ms and best.kernel_ms else None,
                 "fraction_of_ceiling": b.get("fraction_of_ceiling"),
+                # against a copy of the same bytes: what full bandwidth means at this size (None: not measured)
+                "fraction_of_copy": (b["achieved"] / b["copy_gbs"]) if b.get("copy_gbs") and b.get("achieved") else None,
                 "meaningful": b.get("meaningful"),
             })
         integ = None

@@ -263,13 +263,19 @@ def optimize_page(opt: dict, log: str, title: str = "One optimize session on the
     out = [f"# {title}", "", *([intro, ""] if intro else []),
            f"Session `{opt['session_id']}`: {opt['experiments']} experiments, {opt['ideas']} ideas."
            + _pace(opt.get("experiment_seconds")), "",
-           "| target | shape | dtype | status | experiments | best | best ms | × eager | × compile | % ceiling |",
-           "|---|---|---|---|---:|---|---:|---:|---:|---:|"]
+           "| target | shape | dtype | status | experiments | best | best ms | × eager | × compile | % ceiling |"]
+    sized = any(t.get("fraction_of_copy") for t in opt["targets"])
+    out[-1] += " % copy@size |" if sized else ""
+    out.append("|---|---|---|---|---:|---|---:|---:|---:|---:|" + ("---:|" if sized else ""))
     for t in opt["targets"]:
         xc = "—" if t.get("speedup_compile") is None else f"{t['speedup_compile']:.2f}"
+        at_size = (f" {100 * t['fraction_of_copy']:.0f}% |" if t.get("fraction_of_copy") else " — |") if sized else ""
         out.append(f"| {t['target']} | {_shape(t['shape'])} | {t['dtype']} | {t['status']} | {t['experiments']} | "
                    f"{t['best_label']} | {t['best_ms']:.4f} | {t['speedup_eager']:.2f} | {xc} | "
-                   f"{100 * t['fraction_of_ceiling']:.0f}% |")
+                   f"{100 * t['fraction_of_ceiling']:.0f}% |{at_size}")
+    if sized:
+        out += ["", "% copy@size: the best kernel's GB/s over a plain device copy that moves the same bytes, "
+                "timed in the same session: what full bandwidth means at that size."]
     integ = opt.get("integration")
     if integ:
         out += ["", "Integration (the kept kernels swapped into the model, outputs compared, forward timed):", "",

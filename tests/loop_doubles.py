@@ -30,8 +30,10 @@ def _parse(source: str) -> tuple[float, str]:
 class FakeWorker:
     """Judges a fake kernel by its first line; counts the calls, optionally slow."""
 
-    def __init__(self, delay_s: float = 0.0, meaningful: bool = False, slow_first: float = 1.0):
+    def __init__(self, delay_s: float = 0.0, meaningful: bool = False, slow_first: float = 1.0,
+                 copy_gbs: float | None = None):
         self.delay_s = delay_s
+        self.copy_gbs = copy_gbs  # a same-size copy's GB/s, as the timing measures it on a GPU
         self.meaningful = meaningful  # True: the bench stands for a GPU's (fraction of ceiling 0.1 / ms)
         self.slow_first = slow_first  # the worker's first timing comes out this many times slow
         self.checked: list[str] = []
@@ -69,7 +71,7 @@ class FakeWorker:
         return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
                             kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,
                             fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None,
-                            meaningful=self.meaningful)]
+                            meaningful=self.meaningful, copy_gbs=self.copy_gbs)]
 
     def close(self):
         self.closed = True

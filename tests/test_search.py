@@ -14,6 +14,7 @@ import time
 import pytest
 
 from autokernel.engine import events as ev
+from autokernel.engine.session_state import describe
 from autokernel.engine.session import OptimizeSession, SessionConfig
 from autokernel.engine.store import Store
 
@@ -188,6 +189,22 @@ def test_a_candidate_that_seems_to_beat_the_best_is_judged_against_the_best_time
     session.run()
     assert not any("timed again" in e.message for e in _events(store, session.session_id, ev.Log))
     assert len(worker.benched) == len(_events(store, session.session_id, ev.BenchResult))
+
+
+def test_the_best_is_also_judged_against_a_copy_of_the_same_bytes(env):
+    """89% of the 3.0 TB/s ceiling at 134 MB is a same-size copy's speed: the summary says so."""
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, ScriptedAgent(moves=[("faster", [(0.5, "")])]),
+                              worker=FakeWorker(meaningful=True, copy_gbs=0.8), plateau=2, stop_at_ceiling=None)
+    summary = session.run()
+    benches = _events(store, session.session_id, ev.BenchResult)
+    assert benches and all(b.copy_gbs == 0.8 for b in benches)
+    target = next(t for t in summary["targets"] if t["target"] == "fakesoft")
+    best = next(b for b in benches if b.candidate_id == target["best_candidate"])
+    assert target["fraction_of_copy"] == pytest.approx(best.achieved / 0.8)
+    assert f"({100 * best.achieved / 0.8:.0f}% of a same-size copy)" in describe(best)[1]  # the event log's line
+    summary = _session(tmp_path, model, ScriptedAgent(moves=[]), plateau=1)[0].run()  # not measured (CPU)
+    assert all(t["fraction_of_copy"] is None for t in summary["targets"])
 
 
 def test_plateau_moves_to_the_next_target(env):
