@@ -14,8 +14,8 @@ import time
 import pytest
 
 from autokernel.engine import events as ev
-from autokernel.engine.session_state import describe
 from autokernel.engine.session import OptimizeSession, SessionConfig
+from autokernel.engine.session_state import describe
 from autokernel.engine.store import Store
 
 from loop_doubles import EndlessAgent, FakeWorker, ScriptedAgent, fake_profiler, install_fake_specs
