@@ -544,7 +544,8 @@ SM90_SAMPLES = {
     "softmax": [{}, {"max_block_n": 1024}, {"tma": True, "persistent": 1}],
     "cross_entropy": [{}, {"max_block_v": 4096, "target_from_tile": True}, {"autotune": True}],
     "layernorm": [{}], "reduce": [{"split": 4}], "rotary_embedding": [{}],
-    "matmul": [{}, {"tma": True, "warp_specialize": True}], "fused_mlp": [{}], "flash_attention": [{}],
+    "matmul": [{}, {"tma": True, "warp_specialize": True}], "flash_attention": [{}],
+    "fused_mlp": [{}, {"warp_specialize": True}, {"interleaved": False, "block_n": 128}, {"tma": False}, {"h_fp32": True}],
 }
 
 

@@ -50,3 +50,38 @@ def test_playbook_cross_entropy_with_the_aligned_window_reads_an_odd_vocabulary_
         plain = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 1}, (0, 1, 2, 3), 16)
         assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), (block_v, window)
         assert streaming(plain) and all(ld.endswith(".b16") for ld in streaming(plain)), (block_v, plain)
+
+
+def test_fused_mlp_starter_descriptor_kernels_compile_to_tma_copies_and_wgmma(monkeypatch):
+    """The Hopper form of the fused_mlp starter (host tensor descriptors, K-major weight tiles): its sm_90
+    code must load tiles with the bulk tensor copy and multiply with wgmma, the two things that made it
+    match cuBLAS on the H100 (a fallback to cp.async/mma.sync would still pass every correctness check)."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except ImportError as e:
+        pytest.skip(f"cannot compile for sm_90 offline here: {e}")
+    if "nvidia" not in triton.backends.backends:
+        pytest.skip("this Triton has no NVIDIA backend")
+    from autokernel.kernels import get_spec
+
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    path = get_spec("fused_mlp").starters["triton"]
+    spec = importlib.util.spec_from_file_location("_fused_mlp_starter_ptx", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    bm, bn, bk, warps, stages = module.GATE_UP_TMA_TILES[0]  # a shape both kernels take
+    desc = lambda rows, cols: f"tensordesc<bf16[{rows}, {cols}]>"  # noqa: E731
+    consts = {"UPCAST": False, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+    ints = {"M": "i32", "N": "i32", "K": "i32"}
+    kernels = (
+        (module._gate_up_tma_kernel, {"x_desc": desc(bm, bk), "wg_desc": desc(bn, bk), "wu_desc": desc(bn, bk),
+                                      "h_desc": desc(bm, bn)}),
+        (module._matmul_tma_kernel, {"a_desc": desc(bm, bk), "b_desc": desc(bn, bk), "c_desc": desc(bm, bn)}),
+    )
+    for fn, descs in kernels:
+        signature = {**descs, **ints, **{k: "constexpr" for k in consts}}
+        compiled = triton.compile(ASTSource(fn, signature, consts), target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": warps, "num_stages": stages})
+        ptx = compiled.asm["ptx"]
+        assert "cp.async.bulk.tensor" in ptx and "wgmma.mma_async" in ptx, fn.__name__
