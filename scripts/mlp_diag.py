@@ -17,16 +17,16 @@ for M, K, N in [(4096, 4096, 11008), (8192, 4096, 11008)]:
     print(M, K, N, "starter", round(t, 4), "gate_up best", st._gate_up_tma_tuned.best_config, "down best", st._matmul_tma_tuned.best_config, flush=True)
     for cfg in st.GATE_UP_TMA_TILES:
         bm, bn, bk, w, s = cfg
-        blocks = [(bm, bk), (bn, bk), (bn, bk), (bm, bn)]
-        f = lambda: st._gate_up_tma_kernel[st._grid(M, N)](*st._descriptors((x, wg, wu, h), blocks), M, N, K, UPCAST=False,
-                                                           BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=w, num_stages=s)
+        tile = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+        f = lambda: st._gate_up_tma_kernel[st._grid(M, N)](*st._descriptors((x, wg, wu, h), st.GATE_UP_DESCS, tile),
+                                                           M, N, K, UPCAST=False, **tile, num_warps=w, num_stages=s)
         g = lambda: mp.run_gate_up(cfg, x, wg, wu, h, False)
         print("  gate_up", cfg, "starter/probe/probe/starter", [round(do_bench(fn, return_mode="median"), 4) for fn in (f, g, g, f)], flush=True)
     for cfg in st.DOWN_TMA_TILES:
         bm, bn, bk, w, s = cfg
-        blocks = [(bm, bk), (bn, bk), (bm, bn)]
-        f = lambda: st._matmul_tma_kernel[st._grid(M, K)](*st._descriptors((h, wd, out), blocks), M, K, N, UPCAST=False,
-                                                          BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=w, num_stages=s)
+        tile = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}
+        f = lambda: st._matmul_tma_kernel[st._grid(M, K)](*st._descriptors((h, wd, out), st.MATMUL_DESCS, tile),
+                                                          M, K, N, UPCAST=False, **tile, num_warps=w, num_stages=s)
         g = lambda: mp.run_matmul(cfg, h, wd, out, False)
         print("  down", cfg, "starter/probe/probe/starter", [round(do_bench(fn, return_mode="median"), 4) for fn in (f, g, g, f)], flush=True)
     print("  eager", round(do_bench(lambda: torch.nn.functional.linear(torch.nn.functional.silu(torch.nn.functional.linear(x, wg)) * torch.nn.functional.linear(x, wu), wd), return_mode="median"), 4))

@@ -278,9 +278,11 @@ def _tma_ready(*tensors):
                for t in tensors)
 
 
-def _descriptors(tensors, blocks=None):
-    """Descriptors over `tensors`; `blocks` gives their tiles now, or an autotuned config's pre-hook will."""
-    return [TensorDescriptor.from_tensor(t, list(b) if blocks else [16, 16]) for t, b in zip(tensors, blocks or tensors)]
+def _descriptors(tensors, descs, tile=None):
+    """Descriptors over `tensors` with the tiles `descs` names in `tile` (BLOCK_M etc.); without a tile,
+    an autotuned config's pre-hook (`_set_blocks`) sizes them before each launch."""
+    return [TensorDescriptor.from_tensor(t, [tile[rows], tile[cols]] if tile else [16, 16])
+            for t, (_, rows, cols) in zip(tensors, descs)]
 
 
 def _run_tma(x2d, w_gate, w_up, w_down, h, out, small):
@@ -289,16 +291,13 @@ def _run_tma(x2d, w_gate, w_up, w_down, h, out, small):
     upcast = INTERPRETED and x2d.dtype == torch.bfloat16
     if small:
         tile, warps, stages = SMALL_TILE
-        bm, bn, bk = tile["BLOCK_M"], tile["BLOCK_N"], tile["BLOCK_K"]
         fixed = dict(tile, num_warps=warps, num_stages=stages)
         gate_up, down = _gate_up_tma_kernel, _matmul_tma_kernel
-        gu_blocks = [(bm, bk), (bn, bk), (bn, bk), (bm, bn)]
-        dn_blocks = [(bm, bk), (bn, bk), (bm, bn)]
     else:
-        fixed, gate_up, down, gu_blocks, dn_blocks = {}, _gate_up_tma_tuned, _matmul_tma_tuned, None, None
-    gate_up[_grid(tokens, inter)](*_descriptors((x2d, w_gate, w_up, h), gu_blocks), tokens, inter, hidden,
+        tile, fixed, gate_up, down = None, {}, _gate_up_tma_tuned, _matmul_tma_tuned
+    gate_up[_grid(tokens, inter)](*_descriptors((x2d, w_gate, w_up, h), GATE_UP_DESCS, tile), tokens, inter, hidden,
                                   UPCAST=upcast, **fixed)
-    down[_grid(tokens, hidden)](*_descriptors((h, w_down, out), dn_blocks), tokens, hidden, inter,
+    down[_grid(tokens, hidden)](*_descriptors((h, w_down, out), MATMUL_DESCS, tile), tokens, hidden, inter,
                                 UPCAST=upcast, **fixed)
 
 
