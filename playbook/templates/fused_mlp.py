@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from . import Knob, knob_header
 from ._source import IMPORTS, INTERPRETER_NOTE, TMA_READY, fill, join
-from .matmul import GROUP_M_SWIZZLE
+from .matmul import GROUP_M_SWIZZLE, group_order
 
 KERNEL = "fused_mlp"
 METRIC = "TFLOP/s"
@@ -112,18 +112,19 @@ def _two_accumulators(sig: str, ws: str) -> str:
 # The descriptor kernels walk their tiles in a loop even though the grid has one program per tile:
 # built by Triton 3.6 that form runs 15-30% faster on the H100 than the same body straight from the
 # program id (scripts/mlp_diag.py; the fused_mlp starter does the same).
-TILE_LOOP = """
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
-        # Group-M order: programs that run together share weight tiles in L2.
-        first_pid_m = (tile // num_pid_in_group) * GROUP_M
-        group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
-        pid_n = (tile % num_pid_in_group) // group_size_m
-        <<tile>>
-"""
+def _tile_loop(body: str) -> str:
+    """`body` run for each of this program's tiles (pid_m, pid_n) in group-M order."""
+    return fill(
+        """
+        num_pid_m = tl.cdiv(M, BLOCK_M)
+        num_pid_n = tl.cdiv(N, BLOCK_N)
+        for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0)):
+            # Group-M order: programs that run together share weight tiles in L2.
+            <<order>>
+            <<body>>
+        """,
+        order=group_order("tile"), body=body,
+    )
 
 
 def _with_tma(tma_body: str, pointer_body: str) -> str:
@@ -153,7 +154,7 @@ def _gate_up_tma(p: dict, sig: str, ws: str) -> str:
         h_desc = tl.make_tensor_descriptor(h_ptr, shape=[M, <<cols>>], strides=[stride_hm, 1], block_shape=[BLOCK_M, W])
         <<loop>>
         """,
-        loop=fill(TILE_LOOP, tile=fill(
+        loop=_tile_loop(fill(
             """
             acc_g = tl.zeros([BLOCK_M, W], dtype=tl.float32)
             acc_u = tl.zeros([BLOCK_M, W], dtype=tl.float32)
@@ -214,6 +215,8 @@ def _kernels(p: dict) -> str:
     gate_up = fill(_GATE_UP, body=body)
     pointer_loop = fill(
         """
+        <<swizzle>>
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in tl.range(0, K, BLOCK_K<<ws>>):
             offs_k = k + tl.arange(0, BLOCK_K)
             a = tl.load(h_ptr + offs_m[:, None] * stride_hm + offs_k[None, :] * stride_hk,
@@ -227,7 +230,7 @@ def _kernels(p: dict) -> str:
         y_ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :] * stride_yn
         tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
         """,
-        ws=ws, upcast=fill(_UPCAST, more="b = b.to(tl.float32)"),
+        swizzle=GROUP_M_SWIZZLE, ws=ws, upcast=fill(_UPCAST, more="b = b.to(tl.float32)"),
     )
     down_body = pointer_loop
     if p["tma"]:
@@ -238,7 +241,7 @@ def _kernels(p: dict) -> str:
             y_desc = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[stride_ym, 1], block_shape=[BLOCK_M, BLOCK_N])
             <<loop>>
             """,
-            loop=fill(TILE_LOOP, tile=fill(
+            loop=_tile_loop(fill(
                 """
                 acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
                 for k in tl.range(0, K, BLOCK_K<<ws>>):
@@ -263,11 +266,9 @@ def _kernels(p: dict) -> str:
             DOT_UPCAST: tl.constexpr, H_FP32: tl.constexpr, USE_TMA: tl.constexpr,
         ):
             # y[m, n] = h[m, :] . w_down[n, :]
-            <<swizzle>>
-            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
             <<body>>
         """,
-        swizzle=GROUP_M_SWIZZLE, body=down_body,
+        body=down_body,
     )
     return gate_up + "\n\n\n" + down
 
