@@ -26,24 +26,23 @@ SHAPES = [(8192, 4096, 11008), (4096, 4096, 11008), (8192, 4096, 14336), (16384,
 
 
 @triton.jit
-def _grouped(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+def _origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """First row and column of `tile` in grouped order (GROUP_M tile rows share their B tiles in L2)."""
+    num_pid_n = tl.cdiv(N, BLOCK_N)
     in_group = GROUP_M * num_pid_n
     first_m = (tile // in_group) * GROUP_M
-    size_m = min(num_pid_m - first_m, GROUP_M)
-    return first_m + (tile % in_group) % size_m, (tile % in_group) // size_m
+    size_m = min(tl.cdiv(M, BLOCK_M) - first_m, GROUP_M)
+    return (first_m + (tile % in_group) % size_m) * BLOCK_M, ((tile % in_group) // size_m) * BLOCK_N
 
 
 @triton.jit
 def gate_up_tma(x_desc, wg_desc, wu_desc, h_desc, M, N, K, PROGRAMS,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                 FLATTEN: tl.constexpr, WS: tl.constexpr):
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, PROGRAMS, flatten=FLATTEN, warp_specialize=WS):
-        pid_m, pid_n = _grouped(tile, num_pid_m, num_pid_n, GROUP_M)
-        om = pid_m * BLOCK_M
-        on = pid_n * BLOCK_N
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=FLATTEN, warp_specialize=WS):
+        om, on = _origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
@@ -60,13 +59,10 @@ def matmul_tma(a_desc, b_desc, c_desc, M, N, K, PROGRAMS,
                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                FLATTEN: tl.constexpr, WS: tl.constexpr):
     """c = a @ b.T, b [N, K] K-contiguous (nn.Linear layout)."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
-    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, PROGRAMS, flatten=FLATTEN, warp_specialize=WS):
-        pid_m, pid_n = _grouped(tile, num_pid_m, num_pid_n, GROUP_M)
-        om = pid_m * BLOCK_M
-        on = pid_n * BLOCK_N
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), tiles, PROGRAMS, flatten=FLATTEN, warp_specialize=WS):
+        om, on = _origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             ok = ki * BLOCK_K
