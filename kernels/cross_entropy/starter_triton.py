@@ -1,15 +1,20 @@
 """Triton starter for cross-entropy: one row per program, a single streaming pass over the vocab.
 
 Each program keeps a running max and a rescaled running sum of exp (online logsumexp, exp2 with
-log2(e) folded in), loads logits[row, target] with one scalar load and writes its row's loss and
-whether the row counts (a target of -100 is ignored, as F.cross_entropy does by default). A second
-one-program kernel adds the losses and the counts in a fixed order and divides, so the mean is
-bitwise repeatable (no float atomics).
+log2(e) folded in) and writes its row's loss and whether the row counts (a target of -100 is
+ignored, as F.cross_entropy does by default). A second one-program kernel adds the losses and the
+counts in a fixed order and divides, so the mean is bitwise repeatable (no float atomics).
+
+Measured on the H100 (scripts/rowwise_probe.py, docs/results/h100/rowwise.md), bf16: tiles of 8192
+logits over 8 warps beat 16384 over 16 at every vocabulary (8192x32000: 0.191 ms, 92% of copy
+bandwidth, against 0.195; 8192x50257: 0.327 against 0.406); logits[row, target] is loaded before the
+stream, so its latency hides under it instead of ending every row (2.5 us of 200); and the mean
+kernel reads all the row losses in one tile over 8 warps (its 1024-wide loop over 4 warps cost 3 us).
 
 A vocabulary that is not a multiple of 8 (GPT-2's 50257) starts rows at odd addresses, and Triton
 then loads them two bytes at a time. Reading such rows over a 16-byte-aligned window instead (16-byte
-loads, neighbours masked off) was measured slower on the H100 (8192x50257 bf16: 0.56 ms against this
-plain form's 0.41 ms, docs/results/h100), so the starter keeps the plain form and the playbook offers
+loads, neighbours masked off) was measured slower on the H100 (8192x50257 bf16, 16384-wide tiles:
+0.56 ms against the plain form's 0.41 ms, docs/results/h100), so the starter keeps the plain form and the playbook offers
 the window as a tier-2 move (`aligned_window`); the CUDA starter, where the window measured 2.3x
 faster, keeps it.
 """
@@ -28,6 +33,9 @@ def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, counts_ptr, vocab, str
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * stride_row
     cols = tl.arange(0, BLOCK_V)
+    target = tl.load(targets_ptr + row)
+    counts = target != -100
+    x_t = tl.load(row_ptr + tl.where(counts, target, 0)).to(tl.float32)  # issued before the stream
     m = tl.full((), float("-inf"), tl.float32)  # running max (natural units)
     s = tl.zeros((), tl.float32)  # running sum of exp(x - m)
     for start in range(0, vocab, BLOCK_V):
@@ -37,9 +45,6 @@ def _row_loss_kernel(logits_ptr, targets_ptr, losses_ptr, counts_ptr, vocab, str
         m_new = tl.maximum(m, tl.max(x, axis=0))
         s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
         m = m_new
-    target = tl.load(targets_ptr + row)
-    counts = target != -100
-    x_t = tl.load(row_ptr + tl.where(counts, target, 0)).to(tl.float32)
     lse = m + tl.log2(s) * 0.6931471805599453
     tl.store(losses_ptr + row, tl.where(counts, lse - x_t, 0.0))
     tl.store(counts_ptr + row, counts.to(tl.float32))
@@ -57,9 +62,13 @@ def _mean_kernel(losses_ptr, counts_ptr, out_ptr, rows, BLOCK: tl.constexpr):
     tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))  # no row counted: 0/0 = nan, as PyTorch
 
 
+MAX_BLOCK_V = 8192
+MAX_MEAN_BLOCK = 8192
+
+
 def _launch_shape(vocab):
-    block = min(triton.next_power_of_2(vocab), 16384)
-    warps = 16 if block >= 16384 else 8 if block >= 4096 else 4 if block >= 1024 else 2
+    block = min(triton.next_power_of_2(vocab), MAX_BLOCK_V)
+    warps = 8 if block >= 4096 else 4 if block >= 1024 else 2
     return block, warps
 
 
@@ -78,5 +87,6 @@ def kernel_fn(logits, targets):
     if rows:
         _row_loss_kernel[(rows,)](logits2d, targets, losses, losses[rows:], vocab, logits2d.stride(0),
                                   BLOCK_V=block, num_warps=warps)
-    _mean_kernel[(1,)](losses, losses[rows:], out, rows, BLOCK=1024, num_warps=4)
+    mean_block = min(max(triton.next_power_of_2(rows), 128), MAX_MEAN_BLOCK)
+    _mean_kernel[(1,)](losses, losses[rows:], out, rows, BLOCK=mean_block, num_warps=8 if mean_block >= 4096 else 4)
     return out
