@@ -2,6 +2,10 @@
 
 Rows up to 16384 columns are read once into registers, several narrow rows per program; wider rows
 loop twice over the row (sum of squares, then scale). The weight is read once per program.
+
+The one-pass rows are loaded with eviction_policy="evict_last": on the H100 (bf16, scripts/rowwise_probe.py)
+8192x4096 took 0.0498 ms against 0.0504 without a hint and 0.0507 with evict_first, 4096x4096 0.0275 against
+0.0282; a device copy of the same bytes took 0.0500 and 0.0279, so this is copy speed at these sizes.
 """
 
 import torch
@@ -18,7 +22,8 @@ def _rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_last").to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps)
     w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
     y = x * rstd[:, None] * w[None, :]

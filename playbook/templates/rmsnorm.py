@@ -25,7 +25,7 @@ SPACE = (
     Knob("persistent", 2, (0, 1, 2, 4, 8),
          "a persistent grid of {new} programs per SM (0 = one program per row block; was {old}) removes launch tail effects over {rows} rows and loads the weight once per program"),
     Knob("load_eviction", 2, ("", "evict_first", "evict_last"),
-         "eviction hint {new!r} on the streaming x loads (was {old!r}): x is read once, so it should not push the weight out of L2", ordered=False),
+         "eviction hint {new!r} on the x loads (was {old!r}): which lines the L2 gives up first decides how the y stores, the weight and a second pass over a tiled row share it; on the H100 'evict_last' measured 1-2% faster than 'evict_first' for one-pass rows", ordered=False),
     Knob("max_block_n", 2, (1024, 2048, 4096, 8192, 16384, 32768),
          "capping a row tile at {new} elements instead of {old} switches between holding the whole {cols}-wide row in registers (one read) and looping over tiles (two reads, lower register pressure)"),
     Knob("rsqrt", 3, (True, False),
@@ -46,7 +46,7 @@ DEFAULTS = {
     "max_block_n": 8192,
     "rows_per_program": 1,
     "persistent": 0,
-    "load_eviction": "evict_first",
+    "load_eviction": "evict_last",  # H100, 8192x4096 bf16: 0.0498 ms against evict_first's 0.0507 (scripts/rowwise_probe.py)
     "rsqrt": True,
     "acc_fp32": True,
     "autotune": False,
