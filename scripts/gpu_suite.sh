@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe rowwise gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -116,6 +116,12 @@ step_probe() {
   # Where the patched Llama forward loses time: host vs device, kernel by kernel (scripts/forward_probe.py).
   "$PY" scripts/forward_probe.py "$RESULTS" > "$RESULTS/forward_probe.txt" 2> "$RESULTS/forward_probe.log"
   echo "probe rc=$?"; cat "$RESULTS/forward_probe.txt"
+}
+
+step_rowwise() {
+  # Forms of cross_entropy and rmsnorm at the Llama's shapes against a copy of the same bytes (scripts/rowwise_probe.py).
+  "$PY" scripts/rowwise_probe.py "$RESULTS/rowwise_probe.json" > "$RESULTS/rowwise_probe.txt" 2> "$RESULTS/rowwise_probe.log"
+  echo "rowwise rc=$?"; cat "$RESULTS/rowwise_probe.txt"
 }
 
 step_pace() {

@@ -1,0 +1,342 @@
+"""Probe: forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm) against a copy of the same bytes.
+
+Run on a GPU (`python scripts/rowwise_probe.py [OUT.json]`). Issue 5's hot-spots target asks for 90% of copy
+bandwidth; run 9 left cross_entropy (8192x32000 bf16) at 88% and rmsnorm (8192x4096) at 89%; issue 4's bench
+left softmax's widest rows (1024x131072) at 62% and layernorm below rmsnorm at the same shapes. For each shape
+this times, with the harness's own method (`engine.timing.time_calls`: fresh data and an L2 flush before every
+call, CUDA events, median), in interleaved rounds so a GPU that drifts over the run shows up as spread rather
+than as a winner: the starter, template renders with chosen knobs, the hand-written forms below, and as
+a reference a device copy of the same bytes. Each form's output is checked against the
+reference first. It decides what the starters and the templates take; kept so the decision can be re-run
+on another GPU or Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+import sys
+import tempfile
+import traceback
+
+import torch
+import triton
+import triton.language as tl
+
+from autokernel.engine.harness import load_candidate
+from autokernel.engine.roofline import ceilings, copy_gbs_at
+from autokernel.engine.timing import input_sets, time_calls
+from autokernel.kernels import get_spec
+from autokernel.kernels.cross_entropy import starter_triton as ce_starter
+from autokernel.kernels.layernorm import starter_triton as ln_starter
+from autokernel.kernels.rmsnorm import starter_triton as rms_starter
+from autokernel.kernels.softmax import starter_triton as sm_starter
+from autokernel.playbook.templates import cross_entropy as ce_template
+from autokernel.playbook.templates import layernorm as ln_template
+from autokernel.playbook.templates import rmsnorm as rms_template
+from autokernel.playbook.templates import softmax as sm_template
+
+ROUNDS = 3
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _ce_rows(x_ptr, t_ptr, loss_ptr, count_ptr, vocab, stride, BLOCK_V: tl.constexpr, PIPELINE: tl.constexpr):
+    """One row per program; the target logit is fetched before the stream (its latency hides under it);
+    with PIPELINE the next tile's load is issued before this tile is reduced (two tiles in flight)."""
+    row = tl.program_id(0).to(tl.int64)
+    base = x_ptr + row * stride
+    cols = tl.arange(0, BLOCK_V)
+    t = tl.load(t_ptr + row)
+    ok = t != -100
+    x_t = tl.load(base + tl.where(ok, t, 0)).to(tl.float32)
+    m = tl.full((), float("-inf"), tl.float32)
+    s = tl.zeros((), tl.float32)
+    if PIPELINE:
+        nxt = tl.load(base + cols, mask=cols < vocab, other=float("-inf"), eviction_policy="evict_first")
+        for start in range(BLOCK_V, vocab + BLOCK_V, BLOCK_V):
+            x = nxt.to(tl.float32)
+            idx = start + cols
+            nxt = tl.load(base + idx, mask=idx < vocab, other=float("-inf"), eviction_policy="evict_first")
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
+            m = m_new
+    else:
+        for start in range(0, vocab, BLOCK_V):
+            idx = start + cols
+            x = tl.load(base + idx, mask=idx < vocab, other=float("-inf"), eviction_policy="evict_first").to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=0))
+            s = s * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(tl.exp2((x - m_new) * 1.4426950408889634), axis=0)
+            m = m_new
+    lse = m + tl.log2(s) * 0.6931471805599453
+    tl.store(loss_ptr + row, tl.where(ok, lse - x_t, 0.0))
+    tl.store(count_ptr + row, ok.to(tl.float32))
+
+
+@triton.jit
+def _mean(loss_ptr, count_ptr, out_ptr, rows, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    n = tl.zeros((BLOCK,), tl.float32)
+    for start in range(0, rows, BLOCK):
+        idx = start + offs
+        acc += tl.load(loss_ptr + idx, mask=idx < rows, other=0.0)
+        n += tl.load(count_ptr + idx, mask=idx < rows, other=0.0)
+    tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))
+
+
+def ce_form(block_v: int, warps: int, pipeline: bool, mean_block: int, mean_warps: int, mean: bool = True):
+    def fn(logits, targets):
+        vocab = logits.shape[-1]
+        x = logits.reshape(-1, vocab)
+        t = targets.reshape(-1)
+        rows = x.shape[0]
+        buf = torch.empty(2 * rows, dtype=torch.float32, device=x.device)
+        out = torch.empty((), dtype=torch.float32, device=x.device)
+        _ce_rows[(rows,)](x, t, buf, buf[rows:], vocab, x.stride(0), BLOCK_V=block_v, PIPELINE=pipeline,
+                          num_warps=warps)
+        if mean:
+            blk = min(triton.next_power_of_2(rows), mean_block)
+            _mean[(1,)](buf, buf[rows:], out, rows, BLOCK=blk, num_warps=mean_warps)
+            return out
+        return buf
+    return fn
+
+
+@triton.jit
+def _rms_rows(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+              LOAD_EV: tl.constexpr, STORE_CM: tl.constexpr, STORE_EV: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < n_cols
+    mask = (rows < n_rows)[:, None] & col_ok[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy=LOAD_EV).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask,
+             cache_modifier=STORE_CM, eviction_policy=STORE_EV)
+
+
+def rms_form(rows_per: int, warps: int, load_ev: str = "evict_first", store_cm: str = "", store_ev: str = ""):
+    def fn(x, weight, eps=1e-6):
+        n_cols = x.shape[-1]
+        x2 = x.reshape(-1, n_cols)
+        y = torch.empty_like(x2)
+        n_rows = x2.shape[0]
+        _rms_rows[(triton.cdiv(n_rows, rows_per),)](x2, weight, y, n_rows, n_cols, x2.stride(0), y.stride(0), float(eps),
+                                                   ROWS=rows_per, BLOCK_N=triton.next_power_of_2(n_cols),
+                                                   LOAD_EV=load_ev, STORE_CM=store_cm, STORE_EV=store_ev, num_warps=warps)
+        return y.reshape(x.shape)
+    return fn
+
+
+@triton.jit
+def _softmax_row_loop(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, PROGRAMS, BLOCK_N: tl.constexpr,
+                      FIRST_EV: tl.constexpr):
+    """Rows too wide for registers: an online pass (max, rescaled sum) then a normalising pass. PROGRAMS
+    programs loop over the rows, so PROGRAMS rows are between their two passes at a time: few enough
+    and the second pass finds its row in L2 (FIRST_EV='evict_last' asks the L2 to keep it)."""
+    cols = tl.arange(0, BLOCK_N)
+    for r in range(tl.program_id(0), n_rows, PROGRAMS):
+        row = tl.cast(r, tl.int64)
+        x_row = x_ptr + row * stride_x
+        y_row = y_ptr + row * stride_y
+        m = tl.full((BLOCK_N,), -float("inf"), tl.float32)
+        s = tl.zeros((BLOCK_N,), tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            idx = start + cols
+            x = tl.load(x_row + idx, mask=idx < n_cols, other=-float("inf"), eviction_policy=FIRST_EV).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            s = s * tl.where(m_new == -float("inf"), 0.0, tl.exp2((m - m_new) * 1.4426950408889634)) + tl.where(
+                x == -float("inf"), 0.0, tl.exp2((x - m_new) * 1.4426950408889634))
+            m = m_new
+        row_max = tl.max(m, axis=0)
+        total = tl.sum(s * tl.where(m == -float("inf"), 0.0, tl.exp2((m - row_max) * 1.4426950408889634)), axis=0)
+        for start in range(0, n_cols, BLOCK_N):
+            idx = start + cols
+            ok = idx < n_cols
+            x = tl.load(x_row + idx, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+            tl.store(y_row + idx, (tl.exp2((x - row_max) * 1.4426950408889634) / total).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def _sms(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+
+
+def softmax_loop_form(block_n: int, warps: int, per_sm: int, first_ev: str):
+    """per_sm programs per SM (0: one program per row)."""
+    def fn(x):
+        n_cols = x.shape[-1]
+        x2 = x.reshape(-1, n_cols)
+        y = torch.empty_like(x2)
+        n_rows = x2.shape[0]
+        programs = n_rows if not per_sm else min(n_rows, per_sm * _sms(x.device))
+        _softmax_row_loop[(programs,)](x2, y, n_rows, n_cols, x2.stride(0), y.stride(0), programs, BLOCK_N=block_n,
+                                       FIRST_EV=first_ev, num_warps=warps)
+        return y.reshape(x.shape)
+    return fn
+
+
+@triton.jit
+def _softmax_whole_rows(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    ok = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+    e = tl.where(ok, tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634), 0.0)
+    tl.store(y_ptr + row * stride_y + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def softmax_whole_form(warps: int):
+    def fn(x):
+        n_cols = x.shape[-1]
+        x2 = x.reshape(-1, n_cols)
+        y = torch.empty_like(x2)
+        _softmax_whole_rows[(x2.shape[0],)](x2, y, x2.shape[0], n_cols, x2.stride(0), y.stride(0),
+                                            BLOCK_N=triton.next_power_of_2(n_cols), num_warps=warps)
+        return y.reshape(x.shape)
+    return fn
+
+
+def device_copy(x, *rest):
+    y = torch.empty_like(x)
+    return y.copy_(x)
+
+
+_TMP = pathlib.Path(tempfile.mkdtemp(prefix="rowwise_probe_"))
+
+
+def template(module, params: dict, tag: str):
+    path = _TMP / f"{tag}.py"
+    path.write_text(module.render(params))
+    return load_candidate(path, f"rowwise_probe_{tag}")
+
+
+def forms(kernel: str) -> dict:
+    if kernel == "cross_entropy":
+        out = {"starter": ce_starter.kernel_fn, "template default": template(ce_template, {}, "ce_default")}
+        for name, params in {
+            "template rows2 v16384 w16": {"rows_per_program": 2, "max_block_v": 16384},
+            "template v16384 w16": {"max_block_v": 16384},
+            "template v8192 w8": {"max_block_v": 8192, "num_warps": 8},
+            "template v16384 w16 stages2": {"max_block_v": 16384, "num_stages": 2},
+            "template v16384 w16 target_from_tile": {"max_block_v": 16384, "target_from_tile": True},
+        }.items():
+            out[name] = template(ce_template, params, "ce_" + name.replace(" ", "_"))
+        for bv, w in ((16384, 16), (8192, 8), (8192, 16), (4096, 8), (32768, 32)):
+            for pipe in (False, True):
+                out[f"hand v{bv} w{w}{' pipelined' if pipe else ''}"] = ce_form(bv, w, pipe, 8192, 8)
+        out["hand v16384 w16, starter's mean"] = ce_form(16384, 16, False, 1024, 4)
+        out["hand v16384 w16, rows only (no mean)"] = ce_form(16384, 16, False, 8192, 8, mean=False)
+        return out
+    if kernel == "softmax":
+        out = {"starter": sm_starter.kernel_fn, "template default": template(sm_template, {}, "sm_default")}
+        for w in (16, 32):
+            out[f"hand whole row w{w}"] = softmax_whole_form(w)
+        for block_n, warps, per_sm, ev in ((4096, 8, 0, ""), (8192, 8, 0, "evict_last"), (8192, 16, 1, "evict_last"),
+                                           (16384, 32, 1, "evict_last"), (8192, 16, 2, "evict_last"),
+                                           (16384, 16, 1, "evict_last"), (8192, 32, 1, "")):
+            grid = f"{per_sm}/SM" if per_sm else "row"
+            out[f"hand two-pass v{block_n} w{warps} grid {grid} {ev or 'no hint'}"] = softmax_loop_form(block_n, warps, per_sm, ev)
+        return out
+    if kernel == "layernorm":
+        out = {"starter": ln_starter.kernel_fn}
+        for ev in ("evict_first", "evict_last", ""):
+            out[f"template load_eviction {ev or 'none'}"] = template(ln_template, {"load_eviction": ev}, f"ln_{ev or 'none'}")
+        return out
+    out = {"starter": rms_starter.kernel_fn, "template default": template(rms_template, {}, "rms_default")}
+    for rows_per, w in ((1, 8), (1, 4), (1, 16), (2, 8), (2, 16)):
+        out[f"hand rows{rows_per} w{w}"] = rms_form(rows_per, w)
+    out["hand rows1 w8 store .cs"] = rms_form(1, 8, store_cm=".cs")
+    out["hand rows1 w8 store evict_first"] = rms_form(1, 8, store_ev="evict_first")
+    out["hand rows1 w8 load evict_last"] = rms_form(1, 8, load_ev="evict_last")
+    out["hand rows1 w8 load plain"] = rms_form(1, 8, load_ev="")
+    return out
+
+
+def close(out, ref) -> bool:
+    out = out.float()
+    ref = ref.float()
+    return bool(torch.allclose(out, ref, atol=2e-2, rtol=2e-2))
+
+
+SHAPES = {
+    "cross_entropy": [{"rows": 8192, "vocab": 32000}, {"rows": 4096, "vocab": 32000}, {"rows": 1024, "vocab": 32000},
+                      {"rows": 4096, "vocab": 128256}, {"rows": 8192, "vocab": 50257}],
+    "rmsnorm": [{"rows": 8192, "cols": 4096}, {"rows": 4096, "cols": 4096}, {"rows": 32768, "cols": 1024}],
+    "softmax": [{"rows": 4096, "cols": 32000}, {"rows": 1024, "cols": 131072}, {"rows": 8192, "cols": 8192}],
+    "layernorm": [{"rows": 8192, "cols": 4096}, {"rows": 4096, "cols": 4096}],
+}
+
+
+# Off a GPU (TRITON_INTERPRET=1): every form once at tiny shapes, to check the script before a GPU call.
+CPU_SHAPES = {"cross_entropy": [{"rows": 3, "vocab": 1000}], "rmsnorm": [{"rows": 5, "cols": 96}],
+              "softmax": [{"rows": 3, "cols": 5000}], "layernorm": [{"rows": 5, "cols": 96}]}
+
+
+def main() -> None:
+    global ROUNDS
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    shapes_by_kernel = SHAPES if device == "cuda" else CPU_SHAPES
+    ROUNDS = ROUNDS if device == "cuda" else 1
+    ceiling = ceilings(device).bandwidth_gbs
+    report = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__, "triton": triton.__version__,
+              "ceiling_gbs": ceiling, "rounds": ROUNDS, "shapes": []}
+    print(f"{report['gpu']}, torch {torch.__version__}, triton {triton.__version__}; copy ceiling {ceiling:.0f} GB/s")
+    for kernel, shapes in shapes_by_kernel.items():
+        spec = get_spec(kernel)
+        variants = forms(kernel)
+        for shape in shapes:
+            sets = input_sets(spec, shape, dtype, device)
+            nbytes = spec.bytes_moved(shape, dtype)
+            ref = spec.reference(*sets[0])
+            fns, errors = {}, {}
+            for name, fn in variants.items():
+                try:
+                    if "rows only" not in name and not close(fn(*sets[0]), ref):
+                        errors[name] = "wrong answer"
+                        continue
+                    fns[name] = fn
+                except Exception as e:  # a form that does not compile at this shape is reported, not fatal
+                    errors[name] = f"{type(e).__name__}: {str(e)[:200]}"
+            data = sets[0][0]
+            fns["device copy of the same bytes"] = device_copy
+            copy_sets = [(torch.empty(nbytes // 2 // data.element_size(), dtype=dtype, device=device).normal_(),)
+                         for _ in range(len(sets))]
+            times = {name: [] for name in fns}
+            for _ in range(ROUNDS):
+                for name, fn in fns.items():
+                    use = copy_sets if "copy of the same" in name else sets
+                    times[name].append(time_calls(fn, use, device)[0])
+            row = {"kernel": kernel, "shape": shape, "bytes": nbytes, "copy_gbs_at": copy_gbs_at(nbytes) if device == "cuda" else None, "forms": {},
+                   "errors": errors}
+            for name, ts in times.items():
+                med = statistics.median(ts)
+                gbs = nbytes / (med * 1e-3) / 1e9
+                row["forms"][name] = {"ms": med, "rounds": ts, "gbs": gbs, "of_ceiling": gbs / ceiling}
+            report["shapes"].append(row)
+            dims = "x".join(str(v) for v in shape.values())
+            print(f"\n{kernel} {dims} {str(dtype)[6:]} ({nbytes / 1e6:.0f} MB; device copy at this size by copy_gbs_at: "
+                  f"{row['copy_gbs_at'] or 0:.0f} GB/s)")
+            for name, f in sorted(row["forms"].items(), key=lambda kv: kv[1]["ms"]):
+                spread = (max(f["rounds"]) - min(f["rounds"])) / f["ms"]
+                print(f"  {f['ms']:8.4f} ms  {f['gbs']:6.0f} GB/s  {100 * f['of_ceiling']:5.1f}%  spread {100 * spread:4.1f}%  {name}")
+            for name, why in errors.items():
+                print(f"  ERROR {name}: {why}")
+            del sets, copy_sets
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    if len(sys.argv) > 1:
+        pathlib.Path(sys.argv[1]).write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)
