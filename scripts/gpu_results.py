@@ -22,7 +22,7 @@ from autokernel.kernels import get_spec
 
 RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
        "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log", "pace.txt", "forward_probe.json",
-       "forward_probe.txt")
+       "forward_probe.txt", "rowwise_probe.json", "rowwise_probe.txt")
 
 
 def _shape(shape: dict) -> str:
@@ -315,6 +315,27 @@ def forward_page(probe: dict, versions: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def rowwise_page(probe: dict, versions: str) -> str:
+    """scripts/rowwise_probe.py's tables: forms of each row-wise kernel, fastest first, against a same-size copy."""
+    out = ["# Forms of the row-wise kernels, timed side by side on the H100", "", "```", versions.strip(), "```", "",
+           "`python scripts/rowwise_probe.py` (`scripts/gpu_suite.sh rowwise`), bf16: each form timed as the harness "
+           f"times a candidate (fresh data and an L2 flush before every call, CUDA events, median), {probe['rounds']} "
+           "interleaved rounds, the median of the rounds shown; spread: (slowest round - fastest) / median. % ceiling: "
+           f"of the copy ceiling, {probe['ceiling_gbs']:.0f} GB/s (a 2 GiB device copy). Every form's output was "
+           "checked against the reference first. What the starters and templates took from it is in their docstrings."]
+    for row in probe["shapes"]:
+        copy = row.get("copy_gbs_at")
+        out += ["", f"## {row['kernel']} {_shape(row['shape'])} ({row['bytes'] / 1e6:.0f} MB moved)", "",
+                "| form | ms | GB/s | % ceiling | % same-size copy | spread |", "|---|---:|---:|---:|---:|---:|"]
+        for name, f in sorted(row["forms"].items(), key=lambda kv: kv[1]["ms"]):
+            spread = (max(f["rounds"]) - min(f["rounds"])) / f["ms"]
+            of_copy = f"{100 * f['gbs'] / copy:.0f}%" if copy else "—"
+            out.append(f"| {name} | {f['ms']:.4f} | {f['gbs']:,.0f} | {100 * f['of_ceiling']:.1f}% | {of_copy} | "
+                       f"{100 * spread:.1f}% |")
+        out += [f"| {name}: **failed** ({why}) | | | | | |" for name, why in row.get("errors", {}).items()]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("folders", nargs="+", type=Path, help="result folders of scripts/gpu_suite.sh, oldest first")
@@ -365,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     if "forward_probe.json" in files:
         (args.out / "forward.md").write_text(forward_page(json.loads(files["forward_probe.json"].read_text()), versions))
         written.append("forward.md")
+    if "rowwise_probe.json" in files:
+        (args.out / "rowwise.md").write_text(rowwise_page(json.loads(files["rowwise_probe.json"].read_text()), versions))
+        written.append("rowwise.md")
     if "kernelbench.json" in files:
         (args.out / "kernelbench.md").write_text(kernelbench_page(json.loads(files["kernelbench.json"].read_text()),
                                                                  versions))
