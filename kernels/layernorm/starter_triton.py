@@ -5,6 +5,11 @@ per program (several rows when they are narrow, so every program moves a few KB)
 variance of the data shifted by the row's first element (exact for constant rows), fp32 math,
 weight and bias read once per program. Wider rows loop over the row in three passes (mean,
 centred variance, normalise).
+
+On the H100 (bf16, scripts/rowwise_probe.py) this starter took 0.0545 ms at 8192x4096 where the playbook
+template's rows (no shift, x loaded with evict_last) took 0.0496 (a device copy of the same bytes: 0.0500);
+the rows now load with evict_last and take the shift with one scalar load instead of a third reduction
+over the tile.
 """
 
 import os
@@ -28,10 +33,12 @@ def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x,
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     # Shift by the row's first element before averaging: exact for constant rows, and it keeps
-    # the fp32 sum small for rows far from zero.
-    shift = tl.sum(tl.where(cols[None, :] == 0, x, 0.0), axis=1)
+    # the fp32 sum small for rows far from zero. A scalar load per row (served by L1 from the same
+    # line as the tile), not a third reduction over the tile.
+    shift = tl.load(x_ptr + rows * stride_x, mask=rows < n_rows, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_last").to(tl.float32)
     x = tl.where(mask, x - shift[:, None], 0.0)
     mean = tl.sum(x, axis=1) / n_cols
     diff = tl.where(mask, x - mean[:, None], 0.0)

@@ -21,7 +21,7 @@ PERSISTENT = Knob("persistent", 2, (0, 1, 2, 4, 8),
                   "a persistent grid of {new} programs per SM (0 = one program per row block; was {old}) removes the launch tail over {rows} rows and does per-program set-up once",
                   why_down="{new} programs per SM instead of {old} (0 = one program per row block): fewer resident programs leave each more registers and cache, or the plain grid lets the scheduler balance {rows} rows itself")
 LOAD_EVICTION = Knob("load_eviction", 2, ("", "evict_first", "evict_last"),
-                     "eviction hint {new!r} on the streaming loads (was {old!r}): data read exactly once should not displace what is reused in L2", ordered=False)
+                     "eviction hint {new!r} on the streaming loads (was {old!r}): which lines the L2 gives up first decides how the stores, the reused operands and any second pass over a row share it; measured, not predicted (H100: evict_last 1-2% faster than evict_first for one-pass norm rows)", ordered=False)
 AUTOTUNE = Knob("autotune", 4, (False, True),
                 "autotune={new} (was {old}): let triton.autotune pick num_warps per width at run time instead of the fixed NUM_WARPS")
 TMA = Knob("tma", 5, (False, True),
