@@ -135,7 +135,7 @@ def rms_form(rows_per: int, warps: int, load_ev: str = "evict_first", store_cm: 
 
 @triton.jit
 def _softmax_row_loop(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, PROGRAMS, BLOCK_N: tl.constexpr,
-                      FIRST_EV: tl.constexpr):
+                      FIRST_EV: tl.constexpr, REVERSE: tl.constexpr):
     """Rows too wide for registers: an online pass (max, rescaled sum) then a normalising pass. PROGRAMS
     programs loop over the rows, so PROGRAMS rows are between their two passes at a time: few enough
     and the second pass finds its row in L2 (FIRST_EV='evict_last' asks the L2 to keep it)."""
@@ -155,8 +155,9 @@ def _softmax_row_loop(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, PROGRAMS
             m = m_new
         row_max = tl.max(m, axis=0)
         total = tl.sum(s * tl.where(m == -float("inf"), 0.0, tl.exp2((m - row_max) * 1.4426950408889634)), axis=0)
-        for start in range(0, n_cols, BLOCK_N):
-            idx = start + cols
+        last_tile = tl.cdiv(n_cols, BLOCK_N) - 1
+        for t in range(0, last_tile + 1):
+            idx = ((last_tile - t) if REVERSE else t) * BLOCK_N + cols
             ok = idx < n_cols
             x = tl.load(x_row + idx, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
             tl.store(y_row + idx, (tl.exp2((x - row_max) * 1.4426950408889634) / total).to(y_ptr.dtype.element_ty), mask=ok)
@@ -166,7 +167,7 @@ def _sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
 
 
-def softmax_loop_form(block_n: int, warps: int, per_sm: int, first_ev: str):
+def softmax_loop_form(block_n: int, warps: int, per_sm: int, first_ev: str, reverse: bool = False):
     """per_sm programs per SM (0: one program per row)."""
     def fn(x):
         n_cols = x.shape[-1]
@@ -175,7 +176,7 @@ def softmax_loop_form(block_n: int, warps: int, per_sm: int, first_ev: str):
         n_rows = x2.shape[0]
         programs = n_rows if not per_sm else min(n_rows, per_sm * _sms(x.device))
         _softmax_row_loop[(programs,)](x2, y, n_rows, n_cols, x2.stride(0), y.stride(0), programs, BLOCK_N=block_n,
-                                       FIRST_EV=first_ev, num_warps=warps)
+                                       FIRST_EV=first_ev, REVERSE=reverse, num_warps=warps)
         return y.reshape(x.shape)
     return fn
 
@@ -218,42 +219,28 @@ def template(module, params: dict, tag: str):
 def forms(kernel: str) -> dict:
     if kernel == "cross_entropy":
         out = {"starter": ce_starter.kernel_fn, "template default": template(ce_template, {}, "ce_default")}
-        for name, params in {
-            "template rows2 v16384 w16": {"rows_per_program": 2, "max_block_v": 16384},
-            "template v16384 w16": {"max_block_v": 16384},
-            "template v8192 w8": {"max_block_v": 8192, "num_warps": 8},
-            "template v16384 w16 stages2": {"max_block_v": 16384, "num_stages": 2},
-            "template v16384 w16 target_from_tile": {"max_block_v": 16384, "target_from_tile": True},
-        }.items():
-            out[name] = template(ce_template, params, "ce_" + name.replace(" ", "_"))
-        for bv, w in ((16384, 16), (8192, 8), (8192, 16), (4096, 8), (32768, 32)):
-            for pipe in (False, True):
-                out[f"hand v{bv} w{w}{' pipelined' if pipe else ''}"] = ce_form(bv, w, pipe, 8192, 8)
-        out["hand v16384 w16, starter's mean"] = ce_form(16384, 16, False, 1024, 4)
-        out["hand v16384 w16, rows only (no mean)"] = ce_form(16384, 16, False, 8192, 8, mean=False)
+        out["template v16384 w16"] = template(ce_template, {"max_block_v": 16384, "num_warps": 16}, "ce_v16384_w16")
+        for bv, w in ((16384, 16), (8192, 8)):
+            out[f"hand v{bv} w{w}"] = ce_form(bv, w, False, 8192, 8)
         return out
     if kernel == "softmax":
         out = {"starter": sm_starter.kernel_fn, "template default": template(sm_template, {}, "sm_default")}
-        for w in (16, 32):
-            out[f"hand whole row w{w}"] = softmax_whole_form(w)
-        for block_n, warps, per_sm, ev in ((4096, 8, 0, ""), (8192, 8, 0, "evict_last"), (8192, 16, 1, "evict_last"),
-                                           (16384, 32, 1, "evict_last"), (8192, 16, 2, "evict_last"),
-                                           (16384, 16, 1, "evict_last"), (8192, 32, 1, "")):
+        out["hand whole row w32"] = softmax_whole_form(32)
+        for block_n, warps, per_sm, ev, reverse in ((16384, 32, 1, "evict_last", False), (16384, 32, 1, "evict_last", True),
+                                                    (16384, 32, 1, "", True), (32768, 32, 1, "evict_last", True)):
             grid = f"{per_sm}/SM" if per_sm else "row"
-            out[f"hand two-pass v{block_n} w{warps} grid {grid} {ev or 'no hint'}"] = softmax_loop_form(block_n, warps, per_sm, ev)
+            name = f"hand two-pass v{block_n} w{warps} grid {grid} {ev or 'no hint'}{', backwards' if reverse else ''}"
+            out[name] = softmax_loop_form(block_n, warps, per_sm, ev, reverse)
         return out
     if kernel == "layernorm":
         out = {"starter": ln_starter.kernel_fn}
-        for ev in ("evict_first", "evict_last", ""):
+        for ev in ("evict_first", "evict_last"):
             out[f"template load_eviction {ev or 'none'}"] = template(ln_template, {"load_eviction": ev}, f"ln_{ev or 'none'}")
         return out
     out = {"starter": rms_starter.kernel_fn, "template default": template(rms_template, {}, "rms_default")}
-    for rows_per, w in ((1, 8), (1, 4), (1, 16), (2, 8), (2, 16)):
-        out[f"hand rows{rows_per} w{w}"] = rms_form(rows_per, w)
-    out["hand rows1 w8 store .cs"] = rms_form(1, 8, store_cm=".cs")
-    out["hand rows1 w8 store evict_first"] = rms_form(1, 8, store_ev="evict_first")
+    out["hand rows1 w8 load evict_first"] = rms_form(1, 8)
     out["hand rows1 w8 load evict_last"] = rms_form(1, 8, load_ev="evict_last")
-    out["hand rows1 w8 load plain"] = rms_form(1, 8, load_ev="")
+    out["hand rows2 w8 load evict_last"] = rms_form(2, 8, load_ev="evict_last")
     return out
 
 
@@ -274,7 +261,7 @@ SHAPES = {
 
 # Off a GPU (TRITON_INTERPRET=1): every form once at tiny shapes, to check the script before a GPU call.
 CPU_SHAPES = {"cross_entropy": [{"rows": 3, "vocab": 1000}], "rmsnorm": [{"rows": 5, "cols": 96}],
-              "softmax": [{"rows": 3, "cols": 5000}], "layernorm": [{"rows": 5, "cols": 96}]}
+              "softmax": [{"rows": 3, "cols": 40000}], "layernorm": [{"rows": 5, "cols": 96}]}
 
 
 def main() -> None:
