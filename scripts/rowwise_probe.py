@@ -1,8 +1,9 @@
-"""Probe: forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm) against a copy of the same bytes.
+"""Probe: forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm, rotary) against a same-size copy.
 
 Run on a GPU (`python scripts/rowwise_probe.py [OUT.json]`). Issue 5's hot-spots target asks for 90% of copy
 bandwidth; run 9 left cross_entropy (8192x32000 bf16) at 88% and rmsnorm (8192x4096) at 89%; issue 4's bench
-left softmax's widest rows (1024x131072) at 62% and layernorm below rmsnorm at the same shapes. For each shape
+left softmax's widest rows (1024x131072) at 62%, layernorm below rmsnorm at the same shapes and rotary
+0.90-0.96x torch.compile. For each shape
 this times, with the harness's own method (`engine.timing.time_calls`: fresh data and an L2 flush before every
 call, CUDA events, median), in interleaved rounds so a GPU that drifts over the run shows up as spread rather
 than as a winner: the starter, template renders with chosen knobs, the hand-written forms below, and as
@@ -14,6 +15,7 @@ on another GPU or Triton.
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import statistics
 import sys
@@ -26,11 +28,12 @@ import triton.language as tl
 
 from autokernel.engine.harness import load_candidate
 from autokernel.engine.roofline import ceilings, copy_gbs_at
-from autokernel.engine.timing import input_sets, time_calls
+from autokernel.engine.timing import compiled_baseline, input_sets, time_calls
 from autokernel.kernels import get_spec
 from autokernel.kernels.cross_entropy import starter_triton as ce_starter
 from autokernel.kernels.layernorm import starter_triton as ln_starter
 from autokernel.kernels.rmsnorm import starter_triton as rms_starter
+from autokernel.kernels.rotary_embedding import starter_triton as rope_starter
 from autokernel.kernels.softmax import starter_triton as sm_starter
 from autokernel.playbook.templates import cross_entropy as ce_template
 from autokernel.playbook.templates import layernorm as ln_template
@@ -202,6 +205,25 @@ def softmax_whole_form(warps: int):
     return fn
 
 
+def rotary_form(seq_tile: int, heads_per_program: int, warps: int):
+    """The rotary starter's kernel with another tile: seq_tile half-row elements per head, heads per program."""
+    def fn(x, cos, sin):
+        batch, heads, seq, d = x.shape
+        half = d // 2
+        out = torch.empty_like(x)
+        block_h = triton.next_power_of_2(half)
+        seq_block = max(1, min(seq_tile // block_h, triton.next_power_of_2(seq)))
+        per_program = min(heads_per_program, heads)
+        head_groups = triton.cdiv(heads, per_program)
+        grid = (triton.cdiv(seq, seq_block), batch * head_groups)
+        rope_starter._rope_kernel[grid](x, cos, sin, out, heads, seq, half, head_groups, cos.stride(0),
+                                        x.stride(0), x.stride(1), x.stride(2), out.stride(0), out.stride(1),
+                                        out.stride(2), HEADS_PER_PROGRAM=per_program, SEQ_BLOCK=seq_block,
+                                        BLOCK_H=block_h, num_warps=warps)
+        return out
+    return fn
+
+
 def device_copy(x, *rest):
     y = torch.empty_like(x)
     return y.copy_(x)
@@ -232,6 +254,12 @@ def forms(kernel: str) -> dict:
             name = f"hand two-pass v{block_n} w{warps} grid {grid} {ev or 'no hint'}{', backwards' if reverse else ''}"
             out[name] = softmax_loop_form(block_n, warps, per_sm, ev, reverse)
         return out
+    if kernel == "rotary_embedding":
+        out = {"starter": rope_starter.kernel_fn}
+        for seq_tile, hpp, warps in ((2048, 8, 4), (2048, 1, 4), (2048, 2, 4), (2048, 4, 4), (4096, 1, 4),
+                                     (4096, 2, 8), (1024, 1, 4), (2048, 8, 8), (8192, 1, 8)):
+            out[f"hand tile {seq_tile} heads/program {hpp} w{warps}"] = rotary_form(seq_tile, hpp, warps)
+        return out
     if kernel == "layernorm":
         out = {"starter": ln_starter.kernel_fn}
         for ev in ("evict_first", "evict_last"):
@@ -256,12 +284,16 @@ SHAPES = {
     "rmsnorm": [{"rows": 8192, "cols": 4096}, {"rows": 4096, "cols": 4096}, {"rows": 32768, "cols": 1024}],
     "softmax": [{"rows": 4096, "cols": 32000}, {"rows": 1024, "cols": 131072}, {"rows": 8192, "cols": 8192}],
     "layernorm": [{"rows": 8192, "cols": 4096}, {"rows": 4096, "cols": 4096}],
+    "rotary_embedding": [{"batch": 4, "heads": 32, "seq": 4096, "head_dim": 128},
+                         {"batch": 16, "heads": 16, "seq": 2048, "head_dim": 64},
+                         {"batch": 1, "heads": 32, "seq": 8192, "head_dim": 128}],
 }
 
 
 # Off a GPU (TRITON_INTERPRET=1): every form once at tiny shapes, to check the script before a GPU call.
 CPU_SHAPES = {"cross_entropy": [{"rows": 3, "vocab": 1000}], "rmsnorm": [{"rows": 5, "cols": 96}],
-              "softmax": [{"rows": 3, "cols": 40000}], "layernorm": [{"rows": 5, "cols": 96}]}
+              "softmax": [{"rows": 3, "cols": 40000}], "layernorm": [{"rows": 5, "cols": 96}],
+              "rotary_embedding": [{"batch": 1, "heads": 3, "seq": 40, "head_dim": 64}]}
 
 
 def main() -> None:
@@ -269,6 +301,8 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     shapes_by_kernel = SHAPES if device == "cuda" else CPU_SHAPES
+    if os.environ.get("PROBE_KERNELS"):  # e.g. PROBE_KERNELS="rotary_embedding softmax"
+        shapes_by_kernel = {k: v for k, v in shapes_by_kernel.items() if k in os.environ["PROBE_KERNELS"].split()}
     ROUNDS = ROUNDS if device == "cuda" else 1
     ceiling = ceilings(device).bandwidth_gbs
     report = {"gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__, "triton": triton.__version__,
@@ -291,6 +325,12 @@ def main() -> None:
                 except Exception as e:  # a form that does not compile at this shape is reported, not fatal
                     errors[name] = f"{type(e).__name__}: {str(e)[:200]}"
             data = sets[0][0]
+            if device == "cuda":  # torch.compile of the eager baseline, in the same rounds
+                compiled, why, _ = compiled_baseline(spec, shape, dtype, sets[0])
+                if compiled is not None:
+                    fns["torch.compile of the eager baseline"] = compiled
+                else:
+                    errors["torch.compile of the eager baseline"] = why
             fns["device copy of the same bytes"] = device_copy
             copy_sets = [(torch.empty(nbytes // 2 // data.element_size(), dtype=dtype, device=device).normal_(),)
                          for _ in range(len(sets))]
