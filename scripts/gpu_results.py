@@ -325,17 +325,24 @@ def forward_page(probe: dict, versions: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def rowwise_page(probe: dict, versions: str) -> str:
-    """scripts/rowwise_probe.py's tables: forms of each row-wise kernel, fastest first, against a same-size copy."""
+def rowwise_page(probes: list[tuple[str, dict]], versions: str) -> str:
+    """scripts/rowwise_probe.py's tables: forms of each row-wise kernel, fastest first, against a same-size copy.
+    `probes`: (run, probe) oldest first; each kernel and shape is shown from the latest run that probed it."""
+    latest: dict[tuple[str, str], tuple[str, dict, dict]] = {}
+    for run, probe in probes:
+        for row in probe["shapes"]:
+            latest[(row["kernel"], _shape(row["shape"]))] = (run, probe, row)
+    rounds = sorted({probe["rounds"] for _, probe in probes})
     out = ["# Forms of the row-wise kernels, timed side by side on the H100", "", "```", versions.strip(), "```", "",
            "`python scripts/rowwise_probe.py` (`scripts/gpu_suite.sh rowwise`), bf16: each form timed as the harness "
-           f"times a candidate (fresh data and an L2 flush before every call, CUDA events, median), {probe['rounds']} "
-           "interleaved rounds, the median of the rounds shown; spread: (slowest round - fastest) / median. % ceiling: "
-           f"of the copy ceiling, {probe['ceiling_gbs']:.0f} GB/s (a 2 GiB device copy). Every form's output was "
-           "checked against the reference first. What the starters and templates took from it is in their docstrings."]
-    for row in probe["shapes"]:
+           f"times a candidate (fresh data and an L2 flush before every call, CUDA events, median), "
+           f"{'/'.join(map(str, rounds))} interleaved rounds, the median of the rounds shown; spread: (slowest round - "
+           "fastest) / median. % ceiling: of the run's copy ceiling (a 2 GiB device copy, ~3.0 TB/s). Every form's "
+           "output was checked against the reference first. What the starters and templates took from it is in "
+           "their docstrings. Each table is from the latest run that probed that kernel and shape."]
+    for (kernel, shape), (run, probe, row) in latest.items():
         copy = row.get("copy_gbs_at")
-        out += ["", f"## {row['kernel']} {_shape(row['shape'])} ({row['bytes'] / 1e6:.0f} MB moved)", "",
+        out += ["", f"## {kernel} {shape} ({row['bytes'] / 1e6:.0f} MB moved; {run})", "",
                 "| form | ms | GB/s | % ceiling | % same-size copy | spread |", "|---|---:|---:|---:|---:|---:|"]
         for name, f in sorted(row["forms"].items(), key=lambda kv: kv[1]["ms"]):
             spread = (max(f["rounds"]) - min(f["rounds"])) / f["ms"]
@@ -397,8 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     if "forward_probe.json" in files:
         (args.out / "forward.md").write_text(forward_page(json.loads(files["forward_probe.json"].read_text()), versions))
         written.append("forward.md")
-    if "rowwise_probe.json" in files:
-        (args.out / "rowwise.md").write_text(rowwise_page(json.loads(files["rowwise_probe.json"].read_text()), versions))
+    probes = [(f.name, json.loads((f / "rowwise_probe.json").read_text())) for f in args.folders
+              if (f / "rowwise_probe.json").exists()]
+    if probes:
+        (args.out / "rowwise.md").write_text(rowwise_page(probes, versions))
         written.append("rowwise.md")
     if "kernelbench.json" in files:
         (args.out / "kernelbench.md").write_text(kernelbench_page(json.loads(files["kernelbench.json"].read_text()),

@@ -13,7 +13,7 @@ RAW = ROOT / "docs" / "results" / "h100" / "raw"
 
 def test_pages_are_made_from_the_raw_runs(tmp_path):
     runs = sorted((p for p in RAW.iterdir() if p.is_dir()), key=lambda p: p.name.rsplit("-", 1)[1])  # by time: run10 after run9
-    assert len(runs) >= 13
+    assert len(runs) >= 14
     copies = []
     for run in runs:  # the script copies its inputs under OUT/raw: give it copies, oldest first
         shutil.copytree(run, tmp_path / "in" / run.name)
@@ -36,6 +36,8 @@ def test_pages_are_made_from_the_raw_runs(tmp_path):
     assert "| fused_mlp | triton | 2048×8192×28672 | 4.1888 |" in bench
     assert pages["checks.md"].count("| PASS |") == 18
     assert "| hand two-pass v16384 w32 grid 1/SM evict_last, backwards | 0.2312 |" in pages["rowwise.md"]  # run 12's probe
+    assert "## rotary_embedding 4×32×4096×128 (271 MB moved; h100-run14-20261124T1132)" in pages["rowwise.md"]  # merged
+    assert "Reached 90%: softmax yes, rmsnorm yes, cross_entropy yes" in pages["hotspots.md"]  # run 14
     for name, text in pages.items():  # the committed pages are the script's output, not edited by hand
         assert text == (ROOT / "docs" / "results" / "h100" / name).read_text(), name
     provenance = (out / "raw" / "PROVENANCE.txt").read_text()
