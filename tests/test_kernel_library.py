@@ -329,3 +329,38 @@ def test_the_rotary_kernels_read_a_transposed_q_where_it_is_and_keep_its_layout(
                        timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split()[-4:] == ["layout", "as_eager", "copies", "0"], p.stdout
+
+
+PATHS_SCRIPT = r'''
+import torch
+from autokernel.kernels.rotary_embedding import rope_tables, reference as rope_reference
+from autokernel.kernels.rotary_embedding import starter_triton as rope
+from autokernel.kernels.softmax import starter_triton as softmax
+
+# softmax: narrow rows several per program, one 1-D tile up to 32768 columns, and wider rows in a loop of
+# fewer programs than rows (8 under the interpreter) with the write pass walking each row backwards
+for rows, cols in ((5, 1000), (3, 20000), (11, 33000), (9, 70000)):
+    for dtype in (torch.float32, torch.bfloat16):
+        x = (torch.randn(rows, cols) * 4).to(dtype)
+        torch.testing.assert_close(softmax.kernel_fn(x).float(), torch.softmax(x.float(), -1),
+                                   atol=1e-2 if dtype == torch.bfloat16 else 1e-5,
+                                   rtol=1e-2 if dtype == torch.bfloat16 else 1e-4)
+        print("softmax", rows, cols, dtype, "ok")
+# rotary with the GPU's tile (1024 half-row elements, one head per program), not the interpreter's
+rope.SEQ_TILE, rope.HEADS_PER_PROGRAM = 1024, 1
+for b, h, s, d in ((2, 5, 33, 128), (1, 3, 40, 64)):
+    x = torch.randn(b, h, s, d)
+    cos, sin = rope_tables(s, d, torch.float32, "cpu")
+    torch.testing.assert_close(rope.kernel_fn(x, cos, sin), rope_reference(x, cos, sin), atol=1e-5, rtol=1e-5)
+    print("rotary", b, h, s, d, "ok")
+'''
+
+
+def test_starters_row_paths_and_gpu_tiles_compute_the_reference():
+    """Each row path of the softmax starter (the wide one loops over rows in a per-SM grid and writes each row
+    backwards, so a row skipped or a tile written twice would show) and the rotary starter at the tile it
+    uses on a GPU, which the five stages under the interpreter (larger tiles there) never run."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
+    p = subprocess.run([sys.executable, "-c", PATHS_SCRIPT], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count(" ok") == 10, p.stdout
