@@ -328,10 +328,10 @@ def forward_page(probe: dict, versions: str) -> str:
 def rowwise_page(probes: list[tuple[str, dict]], versions: str) -> str:
     """scripts/rowwise_probe.py's tables: forms of each row-wise kernel, fastest first, against a same-size copy.
     `probes`: (run, probe) oldest first; each kernel and shape is shown from the latest run that probed it."""
-    latest: dict[tuple[str, str], tuple[str, dict, dict]] = {}
+    latest: dict[tuple[str, str], tuple[str, dict]] = {}
     for run, probe in probes:
         for row in probe["shapes"]:
-            latest[(row["kernel"], _shape(row["shape"]))] = (run, probe, row)
+            latest[(row["kernel"], _shape(row["shape"]))] = (run, row)
     rounds = sorted({probe["rounds"] for _, probe in probes})
     out = ["# Forms of the row-wise kernels, timed side by side on the H100", "", "```", versions.strip(), "```", "",
            "`python scripts/rowwise_probe.py` (`scripts/gpu_suite.sh rowwise`), bf16: each form timed as the harness "
@@ -340,7 +340,7 @@ def rowwise_page(probes: list[tuple[str, dict]], versions: str) -> str:
            "fastest) / median. % ceiling: of the run's copy ceiling (a 2 GiB device copy, ~3.0 TB/s). Every form's "
            "output was checked against the reference first. What the starters and templates took from it is in "
            "their docstrings. Each table is from the latest run that probed that kernel and shape."]
-    for (kernel, shape), (run, probe, row) in latest.items():
+    for (kernel, shape), (run, row) in latest.items():
         copy = row.get("copy_gbs_at")
         out += ["", f"## {kernel} {shape} ({row['bytes'] / 1e6:.0f} MB moved; {run})", "",
                 "| form | ms | GB/s | % ceiling | % same-size copy | spread |", "|---|---:|---:|---:|---:|---:|"]
