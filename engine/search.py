@@ -407,7 +407,7 @@ class TargetSearch:
             device_name=r.device_name, kernel_ms=r.kernel_ms, eager_ms=r.eager_ms, compile_ms=r.compile_ms,
             metric=r.metric, achieved=r.achieved, ceiling=r.ceiling, fraction_of_ceiling=r.fraction_of_ceiling,
             speedup_eager=r.speedup_eager, speedup_compile=r.speedup_compile, meaningful=r.meaningful,
-            copy_gbs=getattr(r, "copy_gbs", None)))
+            copy_gbs=r.copy_gbs))
 
     def _time_best_again(self, best: CandidateRecord) -> None:
         """Time the best again, now, when a candidate seems to beat it (GPU timings only).
