@@ -77,18 +77,6 @@ def _ce_rows(x_ptr, t_ptr, loss_ptr, count_ptr, vocab, stride, BLOCK_V: tl.const
     tl.store(count_ptr + row, ok.to(tl.float32))
 
 
-@triton.jit
-def _mean(loss_ptr, count_ptr, out_ptr, rows, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros((BLOCK,), tl.float32)
-    n = tl.zeros((BLOCK,), tl.float32)
-    for start in range(0, rows, BLOCK):
-        idx = start + offs
-        acc += tl.load(loss_ptr + idx, mask=idx < rows, other=0.0)
-        n += tl.load(count_ptr + idx, mask=idx < rows, other=0.0)
-    tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))
-
-
 def ce_form(block_v: int, warps: int, pipeline: bool, mean_block: int, mean_warps: int, mean: bool = True):
     def fn(logits, targets):
         vocab = logits.shape[-1]
@@ -101,7 +89,7 @@ def ce_form(block_v: int, warps: int, pipeline: bool, mean_block: int, mean_warp
                           num_warps=warps)
         if mean:
             blk = min(triton.next_power_of_2(rows), mean_block)
-            _mean[(1,)](buf, buf[rows:], out, rows, BLOCK=blk, num_warps=mean_warps)
+            ce_starter._mean_kernel[(1,)](buf, buf[rows:], out, rows, BLOCK=blk, num_warps=mean_warps)
             return out
         return buf
     return fn
@@ -184,23 +172,13 @@ def softmax_loop_form(block_n: int, warps: int, per_sm: int, first_ev: str, reve
     return fn
 
 
-@triton.jit
-def _softmax_whole_rows(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    ok = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-    e = tl.where(ok, tl.exp2((x - tl.max(x, axis=0)) * 1.4426950408889634), 0.0)
-    tl.store(y_ptr + row * stride_y + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=ok)
-
-
 def softmax_whole_form(warps: int):
     def fn(x):
         n_cols = x.shape[-1]
         x2 = x.reshape(-1, n_cols)
         y = torch.empty_like(x2)
-        _softmax_whole_rows[(x2.shape[0],)](x2, y, x2.shape[0], n_cols, x2.stride(0), y.stride(0),
-                                            BLOCK_N=triton.next_power_of_2(n_cols), num_warps=warps)
+        sm_starter._softmax_row_kernel[(x2.shape[0],)](x2, y, n_cols, x2.stride(0), y.stride(0),
+                                                       BLOCK_N=triton.next_power_of_2(n_cols), num_warps=warps)
         return y.reshape(x.shape)
     return fn
 
