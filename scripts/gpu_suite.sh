@@ -120,7 +120,8 @@ step_probe() {
 }
 
 step_rowwise() {
-  # Forms of cross_entropy and rmsnorm at the Llama's shapes against a copy of the same bytes (scripts/rowwise_probe.py).
+  # Forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm, rotary) beside a copy of the same
+  # bytes and torch.compile (scripts/rowwise_probe.py; PROBE_KERNELS="..." for a few).
   "$PY" scripts/rowwise_probe.py "$RESULTS/rowwise_probe.json" > "$RESULTS/rowwise_probe.txt" 2> "$RESULTS/rowwise_probe.log"
   echo "rowwise rc=$?"; cat "$RESULTS/rowwise_probe.txt"
 }
