@@ -39,7 +39,14 @@ def device_arch(device: int | None = None) -> str:
 
 
 def nvcc_flags(arch: str) -> list[str]:
-    """The nvcc flags for one architecture: real code for this GPU only (no PTX, no fat binary)."""
+    """The nvcc flags for one architecture: real code for this GPU only (no PTX, no fat binary).
+
+    Hopper (90) builds for sm_90a, the target that has wgmma and setmaxnreg, and defines
+    AUTOKERNEL_SM90A so the sources compile their Hopper paths; the code runs only on that chip,
+    which is the one it is built for.
+    """
+    if arch == "90":
+        return [*BASE_NVCC_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-DAUTOKERNEL_SM90A"]
     return [*BASE_NVCC_FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}"]
 
 

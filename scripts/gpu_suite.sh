@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe rowwise gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe rowwise mma gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -124,6 +124,13 @@ step_rowwise() {
   # bytes and torch.compile (scripts/rowwise_probe.py; PROBE_KERNELS="..." for a few).
   "$PY" scripts/rowwise_probe.py "$RESULTS/rowwise_probe.json" > "$RESULTS/rowwise_probe.txt" 2> "$RESULTS/rowwise_probe.log"
   echo "rowwise rc=$?"; cat "$RESULTS/rowwise_probe.txt"
+}
+
+step_mma() {
+  # The CUDA C++ matrix starters (matmul, fused_mlp, flash_attention) checked at awkward shapes and timed beside
+  # their Triton starters and PyTorch (scripts/mma_probe.py; PROBE_KERNELS="..." for a few).
+  timeout "${MMA_TIMEOUT:-500}" "$PY" scripts/mma_probe.py "$RESULTS/mma_probe.json" > "$RESULTS/mma_probe.txt" 2> "$RESULTS/mma_probe.log"
+  echo "mma rc=$?"; cat "$RESULTS/mma_probe.txt"; tail -5 "$RESULTS/mma_probe.log"
 }
 
 step_pace() {

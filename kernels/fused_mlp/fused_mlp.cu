@@ -19,6 +19,10 @@
 #include <mma.h>
 #include <cstdint>
 #include <type_traits>
+#if defined(AUTOKERNEL_SM90A)
+#include <cuda.h>          // CUtensorMap and its enums (header only)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#endif
 
 // The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
 // use to compile the torch binding apart from the device code).
@@ -267,6 +271,300 @@ __global__ void __launch_bounds__(256) simt_gemm_kernel(const float* __restrict_
   }
 }
 
+#if defined(AUTOKERNEL_SM90A)
+// ---------------------------------------------------------------------------------------------
+// Hopper path (built only with the sm_90a target, see kernels/cuda_build.py): bulk tensor copies
+// (TMA) into 128-byte-swizzled shared memory, wgmma reading both operands from there.
+// 128x256x64 block tiles in a ring of 4 shared-memory stages. Warpgroup 0 is the producer: one
+// thread waits for a stage to be free ("empty" mbarrier), then issues its A and B copies, which
+// complete on the stage's "full" mbarrier. Warpgroups 1 and 2 each own 64 rows of C as one
+// m64n256 fp32 accumulator (128 registers a thread), issue four k16 wgmmas per stage and free a
+// stage once the wgmma group reading it has retired (one group stays in flight). The copy engine
+// zero-fills outside the matrices, so only the final stores are masked. Needs 16-byte aligned
+// bases and row pitches (K, and N for a [K, N] B, multiples of 8); otherwise the WMMA kernel runs.
+// ---------------------------------------------------------------------------------------------
+namespace sm90 {
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kConsumers = 2;
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kRowBytes = kBK * 2;  // one tile row: 64 two-byte elements = the 128-byte swizzle span
+constexpr int kATileBytes = kBM * kRowBytes, kBTileBytes = kBN * kRowBytes;
+constexpr int kStageBytes = kATileBytes + kBTileBytes;
+constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // tiles, barriers, alignment slack
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+}
+// One box of a 2-D tensor map at (inner, outer) element coordinates, counted on `bar`.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
+      : "memory");
+}
+// wgmma's shared-memory descriptor for a 128-byte-swizzled tile: start address, leading and stride
+// byte offsets (each in 16-byte units), swizzle mode 1 (128 B) in bits 62-63.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lead_bytes >> 4) << 16 | uint64_t(stride_bytes >> 4) << 32 |
+         uint64_t(1) << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
+__device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define AK_WGMMA_M64N256K16(TYPE)                                                   \
+  asm volatile(                                                                     \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"                              \
+      " wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {"              \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "        \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "\
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "\
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "\
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "\
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "\
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "\
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"\
+      "}, %128, %129, p, 1, 1, 0, %131;\n}\n"                                         \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),\
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),\
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),\
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),\
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),\
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),\
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),\
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),\
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])\
+      : "l"(a), "l"(b), "r"(1), "n"(TRANS_B))
+
+// d[64 x 256] += A[64 x 16] . B[16 x 256], both from shared memory; TRANS_B = 1 reads B N-major.
+template <typename T, int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t a, uint64_t b) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    AK_WGMMA_M64N256K16("bf16");
+  } else {
+    AK_WGMMA_M64N256K16("f16");
+  }
+}
+#undef AK_WGMMA_M64N256K16
+
+// Two adjacent outputs in one store (the caller makes sure the pair is aligned).
+template <typename OutT>
+__device__ __forceinline__ void store_two(OutT* p, float a, float b) {
+  if constexpr (std::is_same<OutT, float>::value) {
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+  } else if constexpr (std::is_same<OutT, __half>::value) {
+    *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+  }
+}
+
+// C[M, N] = A[M, K] . B, A and B through tensor maps (B [N, K] when B_NT, else [K, N]).
+template <typename T, typename OutT, bool B_NT, int EPI>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                      OutT* __restrict__ C, const float* __restrict__ aux, int M, int N, int K) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // The swizzle pattern repeats every 1024 bytes and the descriptors assume tiles start on it.
+  const uint32_t base = (shared_address(smem_raw) + 1023) & ~1023u;
+  const uint32_t a_tiles = base, b_tiles = base + kStages * kATileBytes;
+  const uint32_t bars = base + kStages * kStageBytes;  // full[s] at bars + 8 s, empty[s] after them
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto empty = [&](int s) { return bars + 8 * (kStages + s); };
+
+  // Grouped block order, as in the WMMA kernel: runs of kGroupM block-rows share B tiles in L2.
+  const int grid_n = gridDim.x, grid_m = gridDim.y;
+  const int pid = blockIdx.y * grid_n + blockIdx.x;
+  const int in_group = kGroupM * grid_n;
+  const int first_m = (pid / in_group) * kGroupM;
+  const int group_m = min(grid_m - first_m, kGroupM);
+  const int m0 = (first_m + (pid % in_group) % group_m) * kBM;
+  const int n0 = ((pid % in_group) / group_m) * kBN;
+  const int k_tiles = (K + kBK - 1) / kBK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), 1);                   // the producer's expect_tx arrival, then the copies' bytes
+      mbar_init(empty(s), kConsumers * 4);     // lane 0 of every consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {  // producer
+    if (threadIdx.x == 0) {
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % kStages;
+        mbar_wait(empty(s), ((kt / kStages) & 1) ^ 1);  // a fresh barrier passes the first round
+        mbar_expect_tx(full(s), kStageBytes);
+        tma_load(a_tiles + s * kATileBytes, &a_map, kt * kBK, m0, full(s));
+        if constexpr (B_NT) {
+          tma_load(b_tiles + s * kBTileBytes, &b_map, kt * kBK, n0, full(s));
+        } else {
+          // [K, N] B: four boxes of 64 k-rows x 64 columns, each 128 bytes wide (the swizzle span).
+#pragma unroll
+          for (int j = 0; j < kBN / 64; ++j)
+            tma_load(b_tiles + s * kBTileBytes + j * kBK * 128, &b_map, n0 + 64 * j, kt * kBK, full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  const int consumer = warpgroup - 1, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int s = kt % kStages;
+    mbar_wait(full(s), (kt / kStages) & 1);
+    const uint32_t a_stage = a_tiles + s * kATileBytes + consumer * 64 * kRowBytes;  // this warpgroup's 64 rows
+    const uint32_t b_stage = b_tiles + s * kBTileBytes;
+    fence_accumulators(d);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      // K-major tiles: a k16 step moves 32 bytes along the swizzled row; rows repeat every 8 x 128 B.
+      const uint64_t a_desc = sw128_desc(a_stage + kk * 32, 16, 1024);
+      if constexpr (B_NT) {
+        wgmma_m64n256k16<T, 0>(d, a_desc, sw128_desc(b_stage + kk * 32, 16, 1024));
+      } else {
+        // N-major B: a k16 step is 16 rows of 128 B; the four 64-column boxes lie kBK * 128 B apart
+        // (the leading offset), each 8-row group 1024 B after the last (the stride offset).
+        wgmma_m64n256k16<T, 1>(d, a_desc, sw128_desc(b_stage + kk * 16 * 128, kBK * 128, 1024));
+      }
+    }
+    wgmma_commit();
+    fence_accumulators(d);
+    wgmma_wait<1>();  // the previous stage's group has retired: hand that stage back to the producer
+    if (kt > 0 && lane == 0) mbar_arrive(empty((kt - 1) % kStages));
+  }
+  wgmma_wait<0>();
+  fence_accumulators(d);
+
+  // Accumulator layout (m64nNk16, fp32): warp w of the warpgroup holds rows 16 w + lane / 4 and + 8;
+  // d[4 j + 0..1] are columns 8 j + 2 (lane % 4) + 0..1 of the first row, d[4 j + 2..3] of the second.
+  const int row0 = m0 + consumer * 64 + warp * 16 + lane / 4;
+  const int col0 = n0 + 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kBN / 8; ++j) {
+    const int c = col0 + 8 * j;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + 8 * h;
+      if (r >= M || c >= N) continue;
+      const int64_t at = int64_t(r) * N + c;
+      const float v0 = epilogue<EPI>(d[4 * j + 2 * h], aux, at);
+      if (c + 1 < N) {
+        const float v1 = epilogue<EPI>(d[4 * j + 2 * h + 1], aux, at + 1);
+        if ((N & 1) == 0) {
+          store_two<OutT>(C + at, v0, v1);  // even N: the pair is 2-element aligned
+        } else {
+          C[at] = from_float<OutT>(v0);
+          C[at + 1] = from_float<OutT>(v1);
+        }
+      } else {
+        C[at] = from_float<OutT>(v0);
+      }
+    }
+  }
+}
+
+// cuTensorMapEncodeTiled, fetched from the driver at run time (no link against libcuda needed).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encoder;
+}
+
+// A row-major [rows, cols] matrix of 2-byte elements, read in boxes of box_rows x 64 columns
+// (128 bytes: the swizzle span), 128-byte swizzled, zeros outside.
+template <typename T>
+bool tile_map(CUtensorMap* map, const T* base, int rows, int cols, int box_rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t pitch[1] = {cuuint64_t(cols) * sizeof(T)};
+  const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
+  const cuuint32_t unit[2] = {1, 1};
+  const CUtensorMapDataType type =
+      std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 2, const_cast<T*>(base), dims, pitch, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+inline bool device_is_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+// Launches the Hopper kernel when the operands allow it; *launched says whether it did.
+template <typename T, typename OutT, int EPI>
+cudaError_t launch(const T* A, const T* B, OutT* C, const float* aux, int M, int N, int K, bool b_nt,
+                   cudaStream_t stream, bool* launched) {
+  *launched = false;
+  if (!(aligned16(A) && aligned16(B) && K > 0 && K % 8 == 0 && (b_nt || N % 8 == 0)) || !device_is_sm90()) {
+    return cudaSuccess;
+  }
+  CUtensorMap a_map, b_map;
+  const bool mapped = tile_map(&a_map, A, M, K, kBM) && (b_nt ? tile_map(&b_map, B, N, K, kBN) : tile_map(&b_map, B, K, N, kBK));
+  if (!mapped) return cudaSuccess;
+  auto kernel = b_nt ? wgmma_gemm_kernel<T, OutT, true, EPI> : wgmma_gemm_kernel<T, OutT, false, EPI>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((N + kBN - 1) / kBN, (M + kBM - 1) / kBM);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a_map, b_map, C, aux, M, N, K);
+  *launched = true;
+  return cudaGetLastError();
+}
+}  // namespace sm90
+#endif  // AUTOKERNEL_SM90A
+
 // C[M, N] = A[M, K] . B (B [K, N], or [N, K] when b_nt), then the epilogue. OutT is T, or float
 // for an fp32 intermediate. Picks the tensor-core kernel for 16-bit types.
 template <typename T, typename OutT, int EPI>
@@ -278,6 +576,11 @@ cudaError_t gemm(const T* A, const T* B, OutT* C, const float* aux, int M, int N
     if (b_nt) simt_gemm_kernel<true, EPI><<<grid, 256, 0, stream>>>(A, B, C, aux, M, N, K);
     else simt_gemm_kernel<false, EPI><<<grid, 256, 0, stream>>>(A, B, C, aux, M, N, K);
   } else {
+#if defined(AUTOKERNEL_SM90A)
+    bool launched = false;
+    const cudaError_t err = sm90::launch<T, OutT, EPI>(A, B, C, aux, M, N, K, b_nt, stream, &launched);
+    if (launched || err != cudaSuccess) return err;
+#endif
     const dim3 grid((N + kBN - 1) / kBN, (M + kBM - 1) / kBM);
     const bool vec = aligned16(A) && aligned16(B) && K % 8 == 0 && (b_nt || N % 8 == 0);
     if (b_nt) {
