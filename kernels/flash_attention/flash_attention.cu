@@ -24,6 +24,10 @@
 #include <cstdint>
 #include <math_constants.h>
 #include <type_traits>
+#if defined(AUTOKERNEL_SM90A)
+#include <cuda.h>          // CUtensorMap and its enums (header only)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#endif
 
 // The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
 // use to compile the torch binding apart from the device code).
@@ -329,6 +333,401 @@ cudaError_t launch_simt_max(const T* q, const T* k, const T* v, T* o, int64_t bh
   return cudaGetLastError();
 }
 
+#if defined(AUTOKERNEL_SM90A)
+// ---------------------------------------------------------------------------------------------
+// Hopper path (built only with the sm_90a target, see kernels/cuda_build.py), fp16/bf16 with
+// D = 64 or 128: 128 query rows per block, two consumer warpgroups of 64 rows each and one
+// producer warp. The producer's lane 0 copies the Q tile once and K/V tiles of 128 keys into a
+// ring of shared-memory stages with the bulk tensor copy engine (3-D tensor maps over
+// [B*H, S, D], so a tile never reads into the next head: the engine zero-fills past S), 128-byte
+// swizzled, each stage completing on its "full" mbarrier and handed back through its "empty" one.
+// Each consumer warpgroup computes S = Q K^T with wgmma (both operands from shared memory, 64
+// fp32 registers a thread), does the online softmax on those registers (row max and sum over the
+// four threads that share a row), turns P into 16-bit A fragments in registers and accumulates
+// O += P V with wgmma (V read N-major from shared memory). The two warpgroups are not in
+// lockstep: one's softmax can overlap the other's matrix products.
+// ---------------------------------------------------------------------------------------------
+namespace sm90 {
+constexpr int kBM = 128, kBN = 128;       // query rows per block, keys per tile
+constexpr int kConsumerThreads = 256;     // two warpgroups
+constexpr int kThreads = kConsumerThreads + 32;  // and the producer warp (warp 8)
+
+template <int D>
+struct Tiles {
+  static constexpr int kChunks = D / 64;  // 64-column (128-byte) chunks: the swizzle span
+  static constexpr int kStages = D == 128 ? 2 : 3;
+  static constexpr int kQBytes = kBM * D * 2, kKVBytes = kBN * D * 2;
+  static constexpr int kQ = 0, kK = kQBytes, kV = kK + kStages * kKVBytes;  // offsets from the 1024-aligned base
+  static constexpr int kBars = kV + kStages * kKVBytes;                     // q_full, full[s], empty[s]
+  static constexpr int kSmemBytes = kBars + 8 * (1 + 2 * kStages) + 1024;   // + alignment slack
+};
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+}
+// One box of a 3-D tensor map at element coordinates (col, row, slice), counted on `bar`.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int col, int row, int slice, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(slice), "r"(bar)
+      : "memory");
+}
+// wgmma's shared-memory descriptor for a 128-byte-swizzled tile: start address, leading and stride
+// byte offsets (each in 16-byte units), swizzle mode 1 (128 B) in bits 62-63.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lead_bytes >> 4) << 16 | uint64_t(stride_bytes >> 4) << 32 |
+         uint64_t(1) << 62;
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
+template <int N>
+__device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#define AK_WGMMA_SS_M64N128K16(TYPE)                                                            \
+  asm volatile(                                                                                 \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                            \
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "        \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "        \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"          \
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                        \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])\
+      : "l"(a), "l"(b), "r"(accumulate))
+
+// s[64 x 128] (+)= Q[64 x 16] . K[128 x 16]^T, both K-major in shared memory; accumulate = 0 overwrites.
+template <typename T>
+__device__ __forceinline__ void wgmma_scores(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    AK_WGMMA_SS_M64N128K16("bf16");
+  } else {
+    AK_WGMMA_SS_M64N128K16("f16");
+  }
+}
+
+#define AK_WGMMA_RS_M64N128K16(TYPE)                                                            \
+  asm volatile(                                                                                 \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"                                            \
+      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "        \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "        \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"          \
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                          \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])\
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
+
+#define AK_WGMMA_RS_M64N64K16(TYPE)                                                             \
+  asm volatile(                                                                                 \
+      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"                                            \
+      " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                         \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"          \
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                          \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])\
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
+
+// o[64 x D] += P[64 x 16] . V[16 x D]: P in registers (four 32-bit pairs), V N-major in shared memory.
+template <typename T, int D>
+__device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[4], uint64_t b) {
+  if constexpr (D == 128) {
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      AK_WGMMA_RS_M64N128K16("bf16");
+    } else {
+      AK_WGMMA_RS_M64N128K16("f16");
+    }
+  } else {
+    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      AK_WGMMA_RS_M64N64K16("bf16");
+    } else {
+      AK_WGMMA_RS_M64N64K16("f16");
+    }
+  }
+}
+#undef AK_WGMMA_SS_M64N128K16
+#undef AK_WGMMA_RS_M64N128K16
+#undef AK_WGMMA_RS_M64N64K16
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack_two(float lo, float hi) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_wgmma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                       const __grid_constant__ CUtensorMap v_map, T* __restrict__ O, int S, float scale_log2,
+                       bool causal) {
+  using L = Tiles<D>;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // The swizzle pattern repeats every 1024 bytes and the descriptors assume tiles start on it.
+  const uint32_t base = (shared_address(smem_raw) + 1023) & ~1023u;
+  const uint32_t q_full = base + L::kBars;
+  auto full = [&](int s) { return q_full + 8 * (1 + s); };
+  auto empty = [&](int s) { return q_full + 8 * (1 + L::kStages + s); };
+  auto k_tile = [&](int s) { return base + L::kK + s * L::kKVBytes; };
+  auto v_tile = [&](int s) { return base + L::kV + s * L::kKVBytes; };
+
+  const int q_tiles = gridDim.x;
+  const int q_tile = causal ? q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);  // causal: longest rows first
+  const int q0 = q_tile * kBM, slice = blockIdx.y;
+  const int key_tiles = causal ? min((S + kBN - 1) / kBN, (q0 + kBM + kBN - 1) / kBN) : (S + kBN - 1) / kBN;
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(full(s), 1);   // the producer's expect_tx arrival, then the copies' bytes
+      mbar_init(empty(s), 8);  // lane 0 of each consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= kConsumerThreads) {  // producer warp
+    if (threadIdx.x == kConsumerThreads) {
+      mbar_expect_tx(q_full, L::kQBytes);
+#pragma unroll
+      for (int c = 0; c < L::kChunks; ++c) tma_load(base + L::kQ + c * kBM * 128, &q_map, 64 * c, q0, slice, q_full);
+      for (int j = 0; j < key_tiles; ++j) {
+        const int s = j % L::kStages;
+        mbar_wait(empty(s), ((j / L::kStages) & 1) ^ 1);  // a fresh barrier passes the first round
+        mbar_expect_tx(full(s), 2 * L::kKVBytes);
+#pragma unroll
+        for (int c = 0; c < L::kChunks; ++c) {
+          tma_load(k_tile(s) + c * kBN * 128, &k_map, 64 * c, j * kBN, slice, full(s));
+          tma_load(v_tile(s) + c * kBN * 128, &v_map, 64 * c, j * kBN, slice, full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int row = q0 + wg * 64 + warp * 16 + lane / 4;  // this thread's first row; the second is row + 8
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float sc[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sc[i] = 0.f;
+  float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F}, row_sum[2] = {0.f, 0.f};  // sums are per-thread partials
+
+  mbar_wait(q_full, 0);
+  const uint32_t q_rows = base + L::kQ + wg * 64 * 128;  // this warpgroup's 64 rows in each chunk
+  for (int j = 0; j < key_tiles; ++j) {
+    const int s = j % L::kStages;
+    mbar_wait(full(s), (j / L::kStages) & 1);
+
+    // S = Q K^T: D / 16 k-steps; a step moves 32 bytes along the swizzled rows, a chunk is a new tile.
+    fence_registers(sc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t step = (kk % 4) * 32;
+      wgmma_scores<T>(sc, sw128_desc(q_rows + (kk / 4) * kBM * 128 + step, 16, 1024),
+                      sw128_desc(k_tile(s) + (kk / 4) * kBN * 128 + step, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(sc);
+
+    // Accumulator layout: sc[4 n + 0..1] are keys 8 n + 2 (lane % 4) + 0..1 of `row`, sc[4 n + 2..3]
+    // the same keys of row + 8. Keys past S, and past the row under the causal mask, are -inf.
+    const int key0 = j * kBN + 2 * (lane % 4);
+    const bool edge = j * kBN + kBN > S || (causal && j * kBN + kBN - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < kBN / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + 8 * n + (e & 1), r = row + (e >> 1) * 8;
+        float v = sc[4 * n + e] * scale_log2;
+        if (edge && (key >= S || (causal && key > r))) v = -CUDART_INF_F;
+        sc[4 * n + e] = v;
+      }
+    }
+    float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
+#pragma unroll
+    for (int n = 0; n < kBN / 8; ++n) {
+      tile_max[0] = fmaxf(tile_max[0], fmaxf(sc[4 * n], sc[4 * n + 1]));
+      tile_max[1] = fmaxf(tile_max[1], fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+    }
+    float alpha[2], shift[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+      const float new_max = fmaxf(row_max[h], tile_max[h]);
+      shift[h] = new_max == -CUDART_INF_F ? 0.f : new_max;  // a row with nothing unmasked yet stays at zero
+      alpha[h] = exp2f(row_max[h] - shift[h]);
+      row_max[h] = new_max;
+      row_sum[h] *= alpha[h];
+    }
+    // P = exp2(s - max), summed per thread, and packed two by two as the A fragments of P V:
+    // k-step t covers keys 16 t .. 16 t + 15, i.e. accumulator blocks 2 t and 2 t + 1.
+    uint32_t p[kBN / 16][4];
+#pragma unroll
+    for (int t = 0; t < kBN / 16; ++t) {
+      float e[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        e[i] = exp2f(sc[8 * t + i] - shift[(i >> 1) & 1]);
+        row_sum[(i >> 1) & 1] += e[i];
+      }
+      p[t][0] = pack_two<T>(e[0], e[1]);
+      p[t][1] = pack_two<T>(e[2], e[3]);
+      p[t][2] = pack_two<T>(e[4], e[5]);
+      p[t][3] = pack_two<T>(e[6], e[7]);
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[4 * n] *= alpha[0];
+      o[4 * n + 1] *= alpha[0];
+      o[4 * n + 2] *= alpha[1];
+      o[4 * n + 3] *= alpha[1];
+    }
+
+    // O += P V: V's tile is N-major (D contiguous); a k-step is 16 key rows of 128 bytes, the
+    // 64-column chunks lie kBN * 128 bytes apart.
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int t = 0; t < kBN / 16; ++t) wgmma_pv<T, D>(o, p[t], sw128_desc(v_tile(s) + t * 16 * 128, kBN * 128, 1024));
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(o);
+    if (lane == 0) mbar_arrive(empty(s));  // this warp is done with the stage's K and V
+  }
+
+  // The four threads of a row hold partial sums; O / sum, stored two columns at a time.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
+    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
+  }
+  const float inv[2] = {1.f / row_sum[0], 1.f / row_sum[1]};
+  T* out = O + int64_t(slice) * S * D;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row + 8 * h;
+    if (r >= S) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const uint32_t pair = pack_two<T>(o[4 * n + 2 * h] * inv[h], o[4 * n + 2 * h + 1] * inv[h]);
+      *reinterpret_cast<uint32_t*>(out + int64_t(r) * D + 8 * n + 2 * (lane % 4)) = pair;
+    }
+  }
+}
+
+// cuTensorMapEncodeTiled, fetched from the driver at run time (no link against libcuda needed).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encoder;
+}
+
+// [bh, S, D] of 2-byte elements, read in boxes of `rows` x 64 columns of one slice (128 bytes: the
+// swizzle span), 128-byte swizzled, zeros past S.
+template <typename T>
+bool slices_map(CUtensorMap* map, const T* base, int64_t bh, int S, int D, int rows) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(S), cuuint64_t(bh)};
+  const cuuint64_t pitch[2] = {cuuint64_t(D) * sizeof(T), cuuint64_t(S) * D * sizeof(T)};
+  const cuuint32_t box[3] = {64, cuuint32_t(rows), 1};
+  const cuuint32_t unit[3] = {1, 1, 1};
+  const CUtensorMapDataType type =
+      std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 3, const_cast<T*>(base), dims, pitch, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+inline bool device_is_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+// Launches the Hopper kernel when the operands allow it; *launched says whether it did.
+template <typename T, int D>
+cudaError_t launch(const T* q, const T* k, const T* v, T* o, int64_t bh, int S, bool causal, cudaStream_t stream,
+                   bool* launched) {
+  *launched = false;
+  if (!(aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o)) || bh > 65535 || !device_is_sm90()) {
+    return cudaSuccess;
+  }
+  CUtensorMap q_map, k_map, v_map;
+  if (!(slices_map(&q_map, q, bh, S, D, kBM) && slices_map(&k_map, k, bh, S, D, kBN) &&
+        slices_map(&v_map, v, bh, S, D, kBN))) {
+    return cudaSuccess;
+  }
+  auto kernel = flash_wgmma_kernel<T, D>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<D>::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((S + kBM - 1) / kBM, unsigned(bh));
+  kernel<<<grid, kThreads, Tiles<D>::kSmemBytes, stream>>>(q_map, k_map, v_map, o, S, kLog2e / sqrtf(float(D)), causal);
+  *launched = true;
+  return cudaGetLastError();
+}
+}  // namespace sm90
+#endif  // AUTOKERNEL_SM90A
+
 template <typename T>
 cudaError_t launch_typed(const void* qv, const void* kv, const void* vv, void* ov, int64_t bh, int S, int D,
                          bool causal, cudaStream_t stream) {
@@ -337,6 +736,13 @@ cudaError_t launch_typed(const void* qv, const void* kv, const void* vv, void* o
   const T* v = static_cast<const T*>(vv);
   T* o = static_cast<T*>(ov);
   if constexpr (!std::is_same<T, float>::value) {
+#if defined(AUTOKERNEL_SM90A)
+    bool launched = false;
+    cudaError_t err = cudaSuccess;
+    if (D == 64) err = sm90::launch<T, 64>(q, k, v, o, bh, S, causal, stream, &launched);
+    if (D == 128) err = sm90::launch<T, 128>(q, k, v, o, bh, S, causal, stream, &launched);
+    if (launched || err != cudaSuccess) return err;
+#endif
     if (D == 64) return launch_wmma<T, 64>(q, k, v, o, bh, S, causal, stream);
     if (D == 128) return launch_wmma<T, 128>(q, k, v, o, bh, S, causal, stream);
   }
