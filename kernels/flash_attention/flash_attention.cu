@@ -489,6 +489,15 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[
 #undef AK_WGMMA_RS_M64N128K16
 #undef AK_WGMMA_RS_M64N64K16
 
+// 2^x by the SFU (ex2.approx, flushing denormal results to zero): what exp2f becomes under
+// --use_fast_math, without that flag's effect on the rest of the file. Relative error ~2^-22,
+// far below the 16-bit rounding P gets next; 2^-inf is 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack_two(float lo, float hi) {
   if constexpr (std::is_same<T, __nv_bfloat16>::value) {
@@ -557,7 +566,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   float sc[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) sc[i] = 0.f;
-  float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F}, row_sum[2] = {0.f, 0.f};  // sums are per-thread partials
+  // Row maxima of the raw scores; the sums are this thread's partials (its quad adds them up at the end).
+  float row_max[2] = {-CUDART_INF_F, -CUDART_INF_F}, row_sum[2] = {0.f, 0.f};
 
   mbar_wait(q_full, 0);
   const uint32_t q_rows = base + L::kQ + wg * 64 * 128;  // this warpgroup's 64 rows in each chunk
@@ -579,17 +589,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_registers(sc);
 
     // Accumulator layout: sc[4 n + 0..1] are keys 8 n + 2 (lane % 4) + 0..1 of `row`, sc[4 n + 2..3]
-    // the same keys of row + 8. Keys past S, and past the row under the causal mask, are -inf.
-    const int key0 = j * kBN + 2 * (lane % 4);
-    const bool edge = j * kBN + kBN > S || (causal && j * kBN + kBN - 1 > q0);
+    // the same keys of row + 8. Keys past S, and past the row under the causal mask, are -inf. The
+    // maximum is taken over raw scores (the scale is positive), so scaling and shifting is one FMA.
+    if (j * kBN + kBN > S || (causal && j * kBN + kBN - 1 > q0)) {
+      const int key0 = j * kBN + 2 * (lane % 4);
 #pragma unroll
-    for (int n = 0; n < kBN / 8; ++n) {
+      for (int n = 0; n < kBN / 8; ++n) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = key0 + 8 * n + (e & 1), r = row + (e >> 1) * 8;
-        float v = sc[4 * n + e] * scale_log2;
-        if (edge && (key >= S || (causal && key > r))) v = -CUDART_INF_F;
-        sc[4 * n + e] = v;
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + 8 * n + (e & 1);
+          if (key >= S || (causal && key > row + (e >> 1) * 8)) sc[4 * n + e] = -CUDART_INF_F;
+        }
       }
     }
     float tile_max[2] = {-CUDART_INF_F, -CUDART_INF_F};
@@ -604,12 +614,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
       tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
       const float new_max = fmaxf(row_max[h], tile_max[h]);
-      shift[h] = new_max == -CUDART_INF_F ? 0.f : new_max;  // a row with nothing unmasked yet stays at zero
-      alpha[h] = exp2f(row_max[h] - shift[h]);
+      shift[h] = new_max == -CUDART_INF_F ? 0.f : new_max * scale_log2;  // nothing unmasked yet: stays zero
+      alpha[h] = fast_exp2(row_max[h] * scale_log2 - shift[h]);
       row_max[h] = new_max;
       row_sum[h] *= alpha[h];
     }
-    // P = exp2(s - max), summed per thread, and packed two by two as the A fragments of P V:
+    // P = exp2(s * scale - max), summed per thread, and packed two by two as the A fragments of P V:
     // k-step t covers keys 16 t .. 16 t + 15, i.e. accumulator blocks 2 t and 2 t + 1.
     uint32_t p[kBN / 16][4];
 #pragma unroll
@@ -617,7 +627,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float e[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        e[i] = exp2f(sc[8 * t + i] - shift[(i >> 1) & 1]);
+        e[i] = fast_exp2(fmaf(sc[8 * t + i], scale_log2, -shift[(i >> 1) & 1]));
         row_sum[(i >> 1) & 1] += e[i];
       }
       p[t][0] = pack_two<T>(e[0], e[1]);

@@ -45,13 +45,15 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 enum Epilogue : int {
   kStore = 0,   // out = acc
   kSwiGLU = 1,  // out = silu(aux) * acc, aux an fp32 [M, N] matrix (the gate projection)
+  kSwiGLUPair = 2,  // Hopper kernel only: gate and up in one accumulator, out = silu(gate) * up
 };
+
+__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 template <int EPI>
 __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ aux, int64_t at) {
   if constexpr (EPI == kSwiGLU) {
-    const float g = aux[at];
-    return g / (1.f + expf(-g)) * acc;
+    return silu(aux[at]) * acc;
   } else {
     return acc;
   }
@@ -393,10 +395,16 @@ __device__ __forceinline__ void store_two(OutT* p, float a, float b) {
 }
 
 // C[M, N] = A[M, K] . B, A and B through tensor maps (B [N, K] when B_NT, else [K, N]).
+// EPI == kSwiGLUPair (B_NT): the B tile is 128 rows of b_map (w_gate) above the same 128 rows of
+// b2_map (w_up), so one m64n256 accumulator holds a 64 x 128 tile of both projections and C gets
+// silu(gate) * up: x is read once and the gate never leaves registers.
 template <typename T, typename OutT, bool B_NT, int EPI>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                      OutT* __restrict__ C, const float* __restrict__ aux, int M, int N, int K) {
+                      const __grid_constant__ CUtensorMap b2_map, OutT* __restrict__ C, const float* __restrict__ aux,
+                      int M, int N, int K) {
+  constexpr bool kPair = EPI == kSwiGLUPair;
+  constexpr int kTileN = kPair ? kBN / 2 : kBN;  // output columns per block
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The swizzle pattern repeats every 1024 bytes and the descriptors assume tiles start on it.
   const uint32_t base = (shared_address(smem_raw) + 1023) & ~1023u;
@@ -412,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int first_m = (pid / in_group) * kGroupM;
   const int group_m = min(grid_m - first_m, kGroupM);
   const int m0 = (first_m + (pid % in_group) % group_m) * kBM;
-  const int n0 = ((pid % in_group) / group_m) * kBN;
+  const int n0 = ((pid % in_group) / group_m) * kTileN;
   const int k_tiles = (K + kBK - 1) / kBK;
   const int warpgroup = threadIdx.x / 128;
 
@@ -432,7 +440,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(empty(s), ((kt / kStages) & 1) ^ 1);  // a fresh barrier passes the first round
         mbar_expect_tx(full(s), kStageBytes);
         tma_load(a_tiles + s * kATileBytes, &a_map, kt * kBK, m0, full(s));
-        if constexpr (B_NT) {
+        if constexpr (kPair) {
+          tma_load(b_tiles + s * kBTileBytes, &b_map, kt * kBK, n0, full(s));
+          tma_load(b_tiles + s * kBTileBytes + kBTileBytes / 2, &b2_map, kt * kBK, n0, full(s));
+        } else if constexpr (B_NT) {
           tma_load(b_tiles + s * kBTileBytes, &b_map, kt * kBK, n0, full(s));
         } else {
           // [K, N] B: four boxes of 64 k-rows x 64 columns, each 128 bytes wide (the swizzle span).
@@ -478,19 +489,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Accumulator layout (m64nNk16, fp32): warp w of the warpgroup holds rows 16 w + lane / 4 and + 8;
   // d[4 j + 0..1] are columns 8 j + 2 (lane % 4) + 0..1 of the first row, d[4 j + 2..3] of the second.
+  // kSwiGLUPair: d[4 j + ...] for j < 16 are the gate's columns, d[4 (j + 16) + ...] the same up columns.
+  constexpr int kUp = 4 * (kBN / 2 / 8);  // 64: where the up projection's registers start
   const int row0 = m0 + consumer * 64 + warp * 16 + lane / 4;
   const int col0 = n0 + 2 * (lane % 4);
 #pragma unroll
-  for (int j = 0; j < kBN / 8; ++j) {
+  for (int j = 0; j < kTileN / 8; ++j) {
     const int c = col0 + 8 * j;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + 8 * h;
       if (r >= M || c >= N) continue;
       const int64_t at = int64_t(r) * N + c;
-      const float v0 = epilogue<EPI>(d[4 * j + 2 * h], aux, at);
+      const int i = 4 * j + 2 * h;
+      const float v0 = kPair ? silu(d[i]) * d[i + kUp] : epilogue<EPI>(d[i], aux, at);
       if (c + 1 < N) {
-        const float v1 = epilogue<EPI>(d[4 * j + 2 * h + 1], aux, at + 1);
+        const float v1 = kPair ? silu(d[i + 1]) * d[i + 1 + kUp] : epilogue<EPI>(d[i + 1], aux, at + 1);
         if ((N & 1) == 0) {
           store_two<OutT>(C + at, v0, v1);  // even N: the pair is 2-element aligned
         } else {
@@ -558,7 +572,30 @@ cudaError_t launch(const T* A, const T* B, OutT* C, const float* aux, int M, int
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((N + kBN - 1) / kBN, (M + kBM - 1) / kBM);
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a_map, b_map, C, aux, M, N, K);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(a_map, b_map, b_map, C, aux, M, N, K);
+  *launched = true;
+  return cudaGetLastError();
+}
+
+// h[M, N] = silu(x . w_gate^T) * (x . w_up^T) in one kernel (w_gate, w_up [N, K]), when the
+// operands allow the Hopper path; *launched says whether it ran.
+template <typename T>
+cudaError_t launch_swiglu(const T* x, const T* w_gate, const T* w_up, T* h, int M, int N, int K, cudaStream_t stream,
+                          bool* launched) {
+  *launched = false;
+  if (!(aligned16(x) && aligned16(w_gate) && aligned16(w_up) && K > 0 && K % 8 == 0) || !device_is_sm90()) {
+    return cudaSuccess;
+  }
+  CUtensorMap x_map, gate_map, up_map;
+  if (!(tile_map(&x_map, x, M, K, kBM) && tile_map(&gate_map, w_gate, N, K, kBN / 2) &&
+        tile_map(&up_map, w_up, N, K, kBN / 2))) {
+    return cudaSuccess;
+  }
+  auto kernel = wgmma_gemm_kernel<T, T, true, kSwiGLUPair>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((N + kBN / 2 - 1) / (kBN / 2), (M + kBM - 1) / kBM);
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(x_map, gate_map, up_map, h, nullptr, M, N, K);
   *launched = true;
   return cudaGetLastError();
 }
@@ -599,6 +636,19 @@ cudaError_t mlp_typed(const void* x, const void* wg, const void* wu, const void*
                       void* out, int tokens, int hidden, int inter, cudaStream_t stream) {
   const T* xt = static_cast<const T*>(x);
   T* h = static_cast<T*>(hidden_buf);
+#if defined(AUTOKERNEL_SM90A)
+  if constexpr (!std::is_same<T, float>::value) {
+    // Hopper: gate and up in one pass over x, the product rounded once into h, then the down projection.
+    bool launched = false;
+    const cudaError_t err = sm90::launch_swiglu<T>(xt, static_cast<const T*>(wg), static_cast<const T*>(wu), h,
+                                                   tokens, inter, hidden, stream, &launched);
+    if (err != cudaSuccess) return err;
+    if (launched) {
+      return gemm<T, T, kStore>(h, static_cast<const T*>(wd), static_cast<T*>(out), nullptr, tokens, hidden, inter,
+                                true, stream);
+    }
+  }
+#endif
   // 1. gate = x @ w_gate^T, kept in fp32 for the SiLU.
   cudaError_t err = gemm<T, float, kStore>(xt, static_cast<const T*>(wg), gate, nullptr, tokens, inter, hidden, true, stream);
   if (err != cudaSuccess) return err;
