@@ -1,9 +1,9 @@
-"""Probe: forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm, rotary) against a same-size copy.
+"""Probe: forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm, rotary, reduce) against a same-size copy.
 
 Run on a GPU (`python scripts/rowwise_probe.py [OUT.json]`). Issue 5's hot-spots target asks for 90% of copy
 bandwidth; run 9 left cross_entropy (8192x32000 bf16) at 88% and rmsnorm (8192x4096) at 89%; issue 4's bench
-left softmax's widest rows (1024x131072) at 62%, layernorm below rmsnorm at the same shapes and rotary
-0.90-0.96x torch.compile. For each shape
+left softmax's widest rows (1024x131072) at 62%, layernorm below rmsnorm at the same shapes, rotary
+0.90-0.96x and reduce 0.95x torch.compile. For each shape
 this times, with the harness's own method (`engine.timing.time_calls`: fresh data and an L2 flush before every
 call, CUDA events, median), in interleaved rounds so a GPU that drifts over the run shows up as spread rather
 than as a winner: the starter, template renders with chosen knobs, the hand-written forms below, and as
@@ -32,6 +32,7 @@ from autokernel.engine.timing import compiled_baseline, input_sets, time_calls
 from autokernel.kernels import get_spec
 from autokernel.kernels.cross_entropy import starter_triton as ce_starter
 from autokernel.kernels.layernorm import starter_triton as ln_starter
+from autokernel.kernels.reduce import starter_triton as sum_starter
 from autokernel.kernels.rmsnorm import starter_triton as rms_starter
 from autokernel.kernels.rotary_embedding import starter_triton as rope_starter
 from autokernel.kernels.softmax import starter_triton as sm_starter
@@ -202,6 +203,36 @@ def rotary_form(seq_tile: int, heads_per_program: int, warps: int):
     return fn
 
 
+@triton.jit
+def _sum_rows(x_ptr, out_ptr, n_rows, n_cols, stride_x, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr):
+    """The reduce starter's kernel with the load's eviction hint as a parameter."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros((ROWS, BLOCK_N), tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        idx = start + cols
+        mask = row_ok[:, None] & (idx < n_cols)[None, :]
+        acc += tl.load(x_ptr + rows[:, None] * stride_x + idx[None, :], mask=mask, other=0.0,
+                       eviction_policy=EVICT).to(tl.float32)
+    tl.store(out_ptr + rows, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=row_ok)
+
+
+def reduce_form(row_tile: int, max_block: int, warps: int, evict: str):
+    """Sum over the last dim with row_tile elements per program (rows packed when narrow), column blocks of at
+    most max_block, `warps` warps and the given eviction hint on the loads."""
+    def fn(x):
+        n_cols = x.shape[-1]
+        x2 = x.reshape(-1, n_cols)
+        out = torch.empty(x2.shape[0], dtype=x.dtype, device=x.device)
+        block_n = min(triton.next_power_of_2(n_cols), max_block)
+        rows = max(1, row_tile // block_n)
+        _sum_rows[(triton.cdiv(x2.shape[0], rows),)](x2, out, x2.shape[0], n_cols, x2.stride(0), ROWS=rows,
+                                                     BLOCK_N=block_n, EVICT=evict, num_warps=warps)
+        return out.reshape(x.shape[:-1])
+    return fn
+
+
 def device_copy(x, *rest):
     y = torch.empty_like(x)
     return y.copy_(x)
@@ -238,6 +269,13 @@ def forms(kernel: str) -> dict:
                                      (4096, 2, 8), (1024, 1, 4), (2048, 8, 8), (8192, 1, 8)):
             out[f"hand tile {seq_tile} heads/program {hpp} w{warps}"] = rotary_form(seq_tile, hpp, warps)
         return out
+    if kernel == "reduce":
+        out = {"starter": sum_starter.kernel_fn}
+        for row_tile, max_block, warps, evict in ((4096, 4096, 8, ""), (8192, 4096, 8, "evict_first"), (8192, 8192, 8, ""),
+                                                  (8192, 8192, 16, "evict_first"), (16384, 8192, 16, ""),
+                                                  (2048, 2048, 4, ""), (4096, 4096, 4, "evict_first")):
+            out[f"hand tile {row_tile} block<={max_block} w{warps} {evict or 'no hint'}"] = reduce_form(row_tile, max_block, warps, evict)
+        return out
     if kernel == "layernorm":
         out = {"starter": ln_starter.kernel_fn}
         for ev in ("evict_first", "evict_last"):
@@ -265,13 +303,16 @@ SHAPES = {
     "rotary_embedding": [{"batch": 4, "heads": 32, "seq": 4096, "head_dim": 128},
                          {"batch": 16, "heads": 16, "seq": 2048, "head_dim": 64},
                          {"batch": 1, "heads": 32, "seq": 8192, "head_dim": 128}],
+    "reduce": [{"rows": 8192, "cols": 4096}, {"rows": 8192, "cols": 8192}, {"rows": 65536, "cols": 1024},
+               {"rows": 1024, "cols": 65536}],
 }
 
 
 # Off a GPU (TRITON_INTERPRET=1): every form once at tiny shapes, to check the script before a GPU call.
 CPU_SHAPES = {"cross_entropy": [{"rows": 3, "vocab": 1000}], "rmsnorm": [{"rows": 5, "cols": 96}],
               "softmax": [{"rows": 3, "cols": 40000}], "layernorm": [{"rows": 5, "cols": 96}],
-              "rotary_embedding": [{"batch": 1, "heads": 3, "seq": 40, "head_dim": 64}]}
+              "rotary_embedding": [{"batch": 1, "heads": 3, "seq": 40, "head_dim": 64}],
+              "reduce": [{"rows": 5, "cols": 3000}]}
 
 
 def main() -> None:

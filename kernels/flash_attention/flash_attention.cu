@@ -4,15 +4,19 @@
 // What it does: online softmax (running max and sum per query row, in the log2 domain), never
 // materialising the S x S score matrix; any sequence length (edges zero-filled and masked), causal
 // and not (causal blocks stop at the diagonal).
-// - fp16/bf16 with D = 64 or 128: tensor cores through WMMA (mma.sync), 64 query rows per block
+// - Hopper (sm_90a build), fp16/bf16 with D = 64 or 128: TMA + wgmma, scores and output in
+//   registers, a producer warp and two consumer warpgroups per 128 query rows (see the sm90
+//   namespace below). H100, bf16, 4 x 32 heads x 4096 x 128: about 1.1x the Triton starter and
+//   0.9x PyTorch's SDPA (scripts/mma_probe.py; the bench page has the table).
+// - Other GPUs, fp16/bf16 with D = 64 or 128: tensor cores through WMMA (mma.sync), 64 query rows per block
 //   (4 warps x 16 rows), 64-key tiles of K and V in shared memory; S = Q K^T and O += P V as WMMA
 //   16x16x16 products with fp32 accumulation; scores, probabilities and the fp32 output
 //   accumulator live in shared memory because WMMA fragments cannot be rescaled element by element.
 // - fp32 (any D <= 256) and fp16/bf16 with other head dims: exact fp32 on CUDA cores, 16 query
 //   rows per block (4 per warp), one key per lane over 32-key tiles.
-// What it does not do, honestly: no wgmma, no TMA, no warp specialisation, no K/V double
-// buffering (loads and MMAs do not overlap), no register-resident accumulator; expect a fraction of
-// FlashAttention-2/3 or PyTorch's SDPA speed. Forward only.
+// What it does not do, honestly: on Hopper, no overlap of a warpgroup's softmax with its own next
+// QK^T (FlashAttention-3's intra-warpgroup pipelining), no persistent scheduling, no fp8; the WMMA
+// path keeps scores and output in shared memory and runs at about a tenth of SDPA. Forward only.
 //
 // Layout: device code and a raw-pointer launcher first (plain CUDA, compiled on CPU-only machines by
 // the tests with -DAUTOKERNEL_NO_TORCH), then the torch binding.
@@ -489,8 +493,8 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[
 #undef AK_WGMMA_RS_M64N128K16
 #undef AK_WGMMA_RS_M64N64K16
 
-// 2^x by the SFU (ex2.approx, flushing denormal results to zero): what exp2f becomes under
-// --use_fast_math, without that flag's effect on the rest of the file. Relative error ~2^-22,
+// 2^x by the SFU (ex2.approx, flushing denormal results to zero): what exp2f becomes under nvcc's
+// fast-math flag, without that flag's effect on the rest of the file. Relative error ~2^-22,
 // far below the 16-bit rounding P gets next; 2^-inf is 0.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;

@@ -1,7 +1,7 @@
 """CUDA C++ starter for flash attention: builds flash_attention.cu (beside this file) on first call.
 
-Online softmax over 64-key tiles; WMMA tensor cores for fp16/bf16 at head dims 64 and 128,
-exact fp32 on CUDA cores otherwise. Causal (top-left aligned) and not.
+Online softmax; fp16/bf16 at head dims 64 and 128 on tensor cores (TMA + wgmma on Hopper, WMMA
+elsewhere), exact fp32 on CUDA cores otherwise. Causal (top-left aligned) and not.
 """
 
 from autokernel.kernels.cuda_build import load_cuda_extension, source_path

@@ -1,14 +1,18 @@
 // SwiGLU MLP, CUDA C++ starter: out = (silu(x @ w_gate^T) * (x @ w_up^T)) @ w_down^T,
 // weights in nn.Linear layout [out_features, in_features], x [..., hidden].
 //
-// What it does: three launches of one GEMM kernel (B read as [N, K], i.e. the weight as stored):
-// the gate projection into an fp32 buffer, the up projection with the SiLU-gate product fused into
-// its epilogue (the intermediate is rounded once to x's dtype, as the eager reference does), then
-// the down projection. fp16/bf16 run on tensor cores through WMMA (128x128x32 tiles, 8 warps,
-// register-staged double buffering, fp32 accumulation); fp32 runs exact fp32 FMAs on CUDA cores.
-// What it does not do, honestly: gate and up are not computed in one pass over x (x is read twice
-// and the fp32 gate makes a round trip through memory); no wgmma, no TMA, no cp.async pipeline,
-// no split-K; expect well under cuBLAS-backed eager for large problems.
+// What it does (B read as [N, K], i.e. the weight as stored; fp32 accumulation):
+// - On Hopper (sm_90a build, fp16/bf16, 16-byte aligned rows): two launches of the TMA + wgmma
+//   GEMM of matmul.cu. The first stacks a 128-row tile of w_gate above the same rows of w_up, so
+//   one m64n256 accumulator holds both projections of a 64x128 tile and the epilogue writes
+//   h = silu(gate) * up (x read once, the gate never leaves registers, h rounded once to x's
+//   dtype); the second is the down projection. H100, bf16, 4096 tokens x 4096 x 11008: about the
+//   Triton starter's and eager's speed (scripts/mma_probe.py; the bench page has the table).
+// - Elsewhere: three launches of a WMMA GEMM (128x128x32 tiles, 8 warps, register-staged double
+//   buffering): the gate projection into an fp32 buffer, the up projection with the SiLU-gate
+//   product in its epilogue, the down projection. fp32 runs exact fp32 FMAs on CUDA cores.
+// What it does not do, honestly: h makes a round trip through memory between the two launches (no
+// fusion of the down projection); no persistent tile loop, no clusters, no split-K.
 //
 // Layout: device code and a raw-pointer launcher first (plain CUDA, compiled on CPU-only machines by
 // the tests with -DAUTOKERNEL_NO_TORCH), then the torch binding.

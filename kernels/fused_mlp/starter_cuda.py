@@ -1,6 +1,7 @@
 """CUDA C++ starter for the SwiGLU MLP: builds fused_mlp.cu (beside this file) on first call.
 
-Gate GEMM to fp32, up GEMM with the SiLU-gate product in its epilogue, down GEMM; WMMA for fp16/bf16.
+Hopper (fp16/bf16): gate and up in one TMA + wgmma GEMM writing silu(gate) * up, then the down GEMM.
+Other GPUs: gate GEMM to fp32, up GEMM with the SiLU-gate product in its epilogue, down GEMM (WMMA).
 """
 
 from autokernel.kernels.cuda_build import load_cuda_extension, source_path

@@ -1,15 +1,19 @@
 // Matrix multiply, CUDA C++ starter: c = a @ b, a [M, K], b [K, N], row-major, any sizes.
 //
-// What it does: fp16 and bf16 on tensor cores through WMMA (nvcuda::wmma 16x16x16 fragments,
-// mma.sync underneath) with fp32 accumulation: 128x128x32 block tiles, 8 warps each owning a 64x32
-// slice of C, the next k-tile's global loads staged through registers while the current one is
-// multiplied from shared memory (double buffering), 16-byte loads when K and N are multiples of 8,
-// zero-filled edges. fp32 runs exact fp32 FMAs on CUDA cores (64x64 tiles, 4x4 per thread), so it
-// matches a non-TF32 reference.
-// What it does not do, honestly: no wgmma, no TMA, no thread-block clusters, no cp.async pipeline,
-// no split-K, no swizzled block order; Hopper's tensor cores are used only through the older
-// mma.sync path, so expect well under cuBLAS (roughly a third to a half of it for large bf16
-// problems) and much less than that for fp32.
+// What it does, fp16 and bf16 with fp32 accumulation:
+// - On Hopper (sm_90a build, 16-byte aligned rows): TMA copies into a 4-stage ring of 128-byte-
+//   swizzled shared memory, wgmma m64n256k16 from there; a producer warpgroup and two consumer
+//   warpgroups per 128x256 block tile (see the sm90 namespace). H100, bf16, 4096^3: about 0.93x
+//   the Triton starter and 0.83x cuBLAS (scripts/mma_probe.py; the bench page has the full table).
+// - Elsewhere, or with unaligned rows: WMMA (mma.sync) 128x128x32 block tiles, 8 warps each owning
+//   a 64x32 slice of C, the next k-tile's global loads staged through registers while the current
+//   one is multiplied (double buffering), 16-byte loads when K and N are multiples of 8, zero-filled
+//   edges: roughly a third of cuBLAS on an H100.
+// fp32 runs exact fp32 FMAs on CUDA cores (64x64 tiles, 4x4 per thread), so it matches a non-TF32
+// reference.
+// What it does not do, honestly: no persistent tile loop, no thread-block clusters or TMA
+// multicast, no split-K, no pipelined epilogue (C is stored straight from registers); fp32 gets no
+// tensor cores at all.
 //
 // Layout: device code and a raw-pointer launcher first (plain CUDA, compiled on CPU-only machines by
 // the tests with -DAUTOKERNEL_NO_TORCH), then the torch binding.

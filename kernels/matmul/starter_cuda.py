@@ -1,6 +1,7 @@
 """CUDA C++ starter for matmul: builds matmul.cu (beside this file) for this GPU on first call.
 
-WMMA tensor-core tiles for fp16/bf16 with fp32 accumulation, exact fp32 on CUDA cores for fp32.
+fp16/bf16 with fp32 accumulation: TMA + wgmma on Hopper (sm_90a), WMMA tiles on other GPUs; exact
+fp32 on CUDA cores for fp32.
 """
 
 from autokernel.kernels.cuda_build import load_cuda_extension, source_path
