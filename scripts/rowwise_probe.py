@@ -233,6 +233,35 @@ def reduce_form(row_tile: int, max_block: int, warps: int, evict: str):
     return fn
 
 
+@triton.jit
+def _rope_flat(x_ptr, cos_ptr, sin_ptr, out_ptr, n, seq_d, D: tl.constexpr, HALF: tl.constexpr, BLOCK: tl.constexpr):
+    """Rotary over the flattened x (as torch.compile writes it): each element with its partner from the other
+    half, cos/sin [seq, D] indexed by position within one head's [seq, D] slab."""
+    idx = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = idx < n
+    first = (idx % D) < HALF
+    at = idx % seq_d
+    x = tl.load(x_ptr + idx, mask=ok, other=0.0).to(tl.float32)
+    c = tl.load(cos_ptr + at, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    s = tl.load(sin_ptr + at, mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    partner = tl.load(x_ptr + tl.where(first, idx + HALF, idx - HALF), mask=ok, other=0.0,
+                      eviction_policy="evict_last").to(tl.float32)
+    rotated = tl.where(first, -partner, partner)
+    tl.store(out_ptr + idx, (x * c + rotated * s).to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def rotary_flat_form(block: int, warps: int):
+    """The flat 1-D rotary above (x and cos/sin contiguous), BLOCK elements per program."""
+    def fn(x, cos, sin):
+        d = x.shape[-1]
+        out = torch.empty_like(x)
+        n = x.numel()
+        _rope_flat[(triton.cdiv(n, block),)](x, cos, sin, out, n, x.shape[-2] * d, D=d, HALF=d // 2, BLOCK=block,
+                                             num_warps=warps)
+        return out
+    return fn
+
+
 def device_copy(x, *rest):
     y = torch.empty_like(x)
     return y.copy_(x)
@@ -268,12 +297,15 @@ def forms(kernel: str) -> dict:
         for seq_tile, hpp, warps in ((2048, 8, 4), (2048, 1, 4), (2048, 2, 4), (2048, 4, 4), (4096, 1, 4),
                                      (4096, 2, 8), (1024, 1, 4), (2048, 8, 8), (8192, 1, 8)):
             out[f"hand tile {seq_tile} heads/program {hpp} w{warps}"] = rotary_form(seq_tile, hpp, warps)
+        for block, warps in ((1024, 4), (2048, 4), (4096, 8), (2048, 8)):
+            out[f"hand flat {block} w{warps}"] = rotary_flat_form(block, warps)
         return out
     if kernel == "reduce":
         out = {"starter": sum_starter.kernel_fn}
-        for row_tile, max_block, warps, evict in ((4096, 4096, 8, ""), (8192, 4096, 8, "evict_first"), (8192, 8192, 8, ""),
-                                                  (8192, 8192, 16, "evict_first"), (16384, 8192, 16, ""),
-                                                  (2048, 2048, 4, ""), (4096, 4096, 4, "evict_first")):
+        for row_tile, max_block, warps, evict in ((4096, 4096, 16, "evict_first"), (2048, 2048, 16, "evict_first"),
+                                                  (4096, 2048, 8, "evict_first"), (2048, 2048, 8, "evict_first"),
+                                                  (8192, 8192, 16, "evict_first"), (8192, 4096, 16, "evict_first"),
+                                                  (4096, 4096, 8, "")):
             out[f"hand tile {row_tile} block<={max_block} w{warps} {evict or 'no hint'}"] = reduce_form(row_tile, max_block, warps, evict)
         return out
     if kernel == "layernorm":

@@ -50,7 +50,7 @@ def test_triton_starter_passes_the_five_stages(worker, name):
 MUTANTS = {
     "cross_entropy": ("tl.sum(acc, axis=0) / tl.sum(n, axis=0)", "tl.sum(acc, axis=0) / rows"),  # ignored rows counted
     "layernorm": ("* w[None, :] + b[None, :]", "* w[None, :]"),  # bias dropped
-    "rotary_embedding": ("(x1 * c1 - x2 * s1)", "(x1 * c1 + x2 * s1)"),  # rotation sign
+    "rotary_embedding": ("tl.where(first, -partner, partner)", "tl.where(first, partner, -partner)"),  # rotation sign
     "reduce": ("other=0.0,\n                       eviction_policy", "other=1.0,\n                       eviction_policy"),  # tail padding counted
     "fused_mlp": ("(c % 2 == 1)", "(c % 2 == 0)"),  # pointer form (fp32 inputs): gate and up swapped
     "fused_mlp/tma": ("g = tl.dot(x, _widened(wg_desc", "g = tl.dot(x, _widened(wu_desc"),  # descriptor form (16-bit): up read twice
@@ -346,13 +346,15 @@ for rows, cols in ((5, 1000), (3, 20000), (11, 33000), (9, 70000)):
                                    atol=1e-2 if dtype == torch.bfloat16 else 1e-5,
                                    rtol=1e-2 if dtype == torch.bfloat16 else 1e-4)
         print("softmax", rows, cols, dtype, "ok")
-# rotary with the GPU's tile (1024 half-row elements, one head per program), not the interpreter's
-rope.SEQ_TILE, rope.HEADS_PER_PROGRAM = 1024, 1
+# rotary with the GPU's tiles, not the interpreter's: the flat path (2048 elements, a block boundary inside a
+# head's rows) for a contiguous x, the tiled one (1024 half-row elements, one head per program) for a
+# transposed view of [B, S, H, D] memory; a rotation sign or partner index off by a half shows in both.
+rope.SEQ_TILE, rope.HEADS_PER_PROGRAM, rope.FLAT_BLOCK, rope.FLAT_WARPS = 1024, 1, 2048, 8
 for b, h, s, d in ((2, 5, 33, 128), (1, 3, 40, 64)):
-    x = torch.randn(b, h, s, d)
     cos, sin = rope_tables(s, d, torch.float32, "cpu")
-    torch.testing.assert_close(rope.kernel_fn(x, cos, sin), rope_reference(x, cos, sin), atol=1e-5, rtol=1e-5)
-    print("rotary", b, h, s, d, "ok")
+    for x in (torch.randn(b, h, s, d), torch.randn(b, s, h, d).transpose(1, 2)):
+        torch.testing.assert_close(rope.kernel_fn(x, cos, sin), rope_reference(x, cos, sin), atol=1e-5, rtol=1e-5)
+        print("rotary", b, h, s, d, "contiguous" if x.is_contiguous() else "view", "ok")
 '''
 
 
@@ -363,4 +365,4 @@ def test_starters_row_paths_and_gpu_tiles_compute_the_reference():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
     p = subprocess.run([sys.executable, "-c", PATHS_SCRIPT], capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.count(" ok") == 10, p.stdout
+    assert p.stdout.count(" ok") == 12, p.stdout
