@@ -22,7 +22,7 @@ from autokernel.kernels import get_spec
 
 RAW = ("versions.txt", "check.txt", "bench.json", "profile.json", "profile.txt", "optimize.json", "optimize.log",
        "pytest_gpu.txt", "kernelbench.json", "hotspots.json", "hotspots.log", "pace.txt", "forward_probe.json",
-       "forward_probe.txt", "rowwise_probe.json", "rowwise_probe.txt")
+       "forward_probe.txt", "rowwise_probe.json", "rowwise_probe.txt", "mma_probe.json", "mma_probe.txt")
 
 
 def _shape(shape: dict) -> str:

@@ -44,7 +44,7 @@ def kernel_fn(x):
     if n_rows:
         block_n = min(triton.next_power_of_2(n_cols), 4096)
         rows = max(1, min(MAX_ROWS, ROW_TILE // block_n))
-        # Rows of 4096 or more get 16 warps (run 15 on the H100, bf16: 8192x4096 0.0287 ms against 0.0295 with 8,
+        # Rows of 4096 or more get 16 warps (run 17 on the H100, bf16: 8192x4096 0.0287 ms against 0.0295 with 8,
         # 8192x8192 0.0507 against 0.0515; scripts/rowwise_probe.py); packed narrow rows keep 8 (16 was slower).
         warps = 16 if block_n >= 4096 else (8 if rows * block_n >= 4096 else 4)
         _row_sum_kernel[(triton.cdiv(n_rows, rows),)](

@@ -13,7 +13,7 @@ A contiguous x with contiguous [seq, head_dim] tables takes a flatter path inste
 x's elements per program, each element with its partner from the other half (which the same program
 has just read, so the second load hits L1/L2) and cos/sin at its position (kept in L2). On the H100
 this reached the speed of torch.compile's kernel where the tiled form trailed it by 3.5% (bf16,
-scripts/rowwise_probe.py, run 15: 4x32x4096x128 0.0946 ms against 0.0983 tiled and 0.0948 compiled;
+scripts/rowwise_probe.py, run 17: 4x32x4096x128 0.0946 ms against 0.0983 tiled and 0.0948 compiled;
 16x16x2048x64 0.0503 against 0.0521 and 0.0502; 1x32x8192x128 0.0530 against 0.0528 and 0.0531).
 """
 
@@ -31,7 +31,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # 16x16x2048x64 0.0509 against 0.0545, 1x32x8192x128 0.0536 against 0.0552 (more programs, each with
 # fewer loads behind one another; cos and sin come from L2 either way).
 SEQ_TILE, HEADS_PER_PROGRAM = (16384, 32) if INTERPRETED else (1024, 1)
-# Elements per program and warps of the flat path (run 15: 2048 over 8 warps, ahead of 1024/4, 2048/4, 4096/8).
+# Elements per program and warps of the flat path (run 17: 2048 over 8 warps, ahead of 1024/4, 2048/4, 4096/8).
 FLAT_BLOCK, FLAT_WARPS = (65536, 4) if INTERPRETED else (2048, 8)
 
 
