@@ -156,6 +156,15 @@ def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = Fa
             "kernels": [{"kind": t.name, "candidate_id": c.candidate_id} for t, c in chosen], "left_out": left_out}
 
 
+def vendor_cuda_build(package: Path) -> None:
+    """Copy the CUDA build helper into an exported package as `_cuda_build.py`, with the shared headers it
+    puts on every build's include path (`include/`, beside it there as in the library)."""
+    from autokernel.kernels import cuda_build
+
+    (package / "_cuda_build.py").write_text(Path(cuda_build.__file__).read_text())
+    shutil.copytree(cuda_build.INCLUDE_DIR, package / cuda_build.INCLUDE_DIR.name, dirs_exist_ok=True)
+
+
 def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> None:
     from autokernel.kernels import get_spec
     from autokernel.kernels.spec import DTYPE_NAMES
@@ -166,9 +175,7 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
     for t, c in chosen:
         source = c.source
         if CUDA_BUILD_IMPORT in source:  # CUDA candidates build through our helper: vendor it (it imports only torch)
-            from autokernel.kernels import cuda_build
-
-            (tmp / "_cuda_build.py").write_text(Path(cuda_build.__file__).read_text())
+            vendor_cuda_build(tmp)
             source = source.replace(CUDA_BUILD_IMPORT, "from ._cuda_build import")
         if re.search(r"^\s*(from|import)\s+autokernel\b", source, re.M):
             raise UserError(f"{c.candidate_id} imports autokernel, so it cannot be exported standalone")

@@ -7,7 +7,8 @@ one is loaded from torch's extension cache (`TORCH_EXTENSIONS_DIR`, default
 `~/.cache/torch_extensions`) without recompiling.
 
 The nvcc flags are public (`nvcc_flags`) so the CPU-only compile test builds with exactly what the
-GPU build uses.
+GPU build uses. They put `kernels/include/` on the include path: the headers there (ak_hopper.cuh, the
+Hopper building blocks) serve every source, and their text is part of every cache key.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ BASE_NVCC_FLAGS = ("-O3", "-lineinfo")
 BASE_CXX_FLAGS = ("-O3",)
 
 _KERNELS_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = _KERNELS_DIR / "include"
 _built: dict[str, ModuleType] = {}  # by extension name
 _by_file: dict[tuple, ModuleType] = {}  # by (path, mtime, size, device): the per-call fast path
 _lock = threading.Lock()
@@ -45,9 +47,10 @@ def nvcc_flags(arch: str) -> list[str]:
     AUTOKERNEL_SM90A so the sources compile their Hopper paths; the code runs only on that chip,
     which is the one it is built for.
     """
+    include = f"-I{INCLUDE_DIR}"
     if arch == "90":
-        return [*BASE_NVCC_FLAGS, "-gencode=arch=compute_90a,code=sm_90a", "-DAUTOKERNEL_SM90A"]
-    return [*BASE_NVCC_FLAGS, f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+        return [*BASE_NVCC_FLAGS, include, "-gencode=arch=compute_90a,code=sm_90a", "-DAUTOKERNEL_SM90A"]
+    return [*BASE_NVCC_FLAGS, include, f"-gencode=arch=compute_{arch},code=sm_{arch}"]
 
 
 def source_path(candidate_file: str, cu_name: str) -> Path:
@@ -66,9 +69,12 @@ def source_path(candidate_file: str, cu_name: str) -> Path:
 
 
 def extension_name(cu_path: Path, arch: str) -> str:
-    """A module name unique to this source text, flag set and architecture (a valid identifier)."""
+    """A module name unique to this source text, the shared headers, the flags and the architecture
+    (a valid identifier)."""
     digest = hashlib.sha256()
     digest.update(Path(cu_path).read_bytes())
+    for header in sorted(INCLUDE_DIR.glob("*.cuh")):
+        digest.update(header.read_bytes())
     digest.update(" ".join(nvcc_flags(arch)).encode())
     digest.update(torch.__version__.encode())
     stem = "".join(c if c.isalnum() else "_" for c in Path(cu_path).stem)

@@ -221,7 +221,19 @@ def test_extension_is_built_once_per_source_version(tmp_path, monkeypatch):
     src.write_text("__global__ void k() {}\n")
     first = cuda_build.load_cuda_extension(src)
     assert cuda_build.load_cuda_extension(src) is first and len(builds) == 1
-    assert f"-gencode=arch=compute_{ARCH},code=sm_{ARCH}" in builds[0][1]
+    # Hopper gets sm_90a (wgmma, setmaxnreg) and the define that turns the sources' Hopper paths on
+    assert "-gencode=arch=compute_90a,code=sm_90a" in builds[0][1] and "-DAUTOKERNEL_SM90A" in builds[0][1]
+    assert f"-I{cuda_build.INCLUDE_DIR}" in builds[0][1]
     src.write_text("__global__ void k() { /* edited */ }\n")
     assert cuda_build.load_cuda_extension(src) is not first and len(builds) == 2
     assert builds[0][0] != builds[1][0]
+
+
+def test_only_hopper_builds_take_the_sm90a_paths():
+    """sm_90a code runs only on Hopper; any other GPU gets its own plain target and the WMMA/SIMT paths."""
+    from autokernel.kernels.cuda_build import nvcc_flags
+
+    assert "-DAUTOKERNEL_SM90A" in nvcc_flags("90")
+    for arch in ("80", "89", "100"):
+        flags = nvcc_flags(arch)
+        assert f"-gencode=arch=compute_{arch},code=sm_{arch}" in flags and "-DAUTOKERNEL_SM90A" not in flags

@@ -275,3 +275,24 @@ def test_cross_entropy_is_routed_without_asking_the_gpu_about_ignored_targets():
         real = targets.clamp(min=0)  # -100 is no class when 7 is the ignored one
         assert torch.equal(other(logits, real), F.cross_entropy(logits, real, ignore_index=7))
         assert stats.calls["cross_entropy"] == 0 and stats.fallbacks["cross_entropy"] == 1
+
+
+def test_a_vendored_cuda_build_finds_the_shared_headers(tmp_path):
+    """An exported CUDA kernel builds through the package's own copy of cuda_build: its include path must
+    point at headers that exist in the package (kernels/include/ak_hopper.cuh on Hopper), and the cache key
+    must still cover them."""
+    import importlib.util
+
+    from autokernel.engine.export import vendor_cuda_build
+
+    vendor_cuda_build(tmp_path)
+    spec = importlib.util.spec_from_file_location("_vendored_cuda_build", tmp_path / "_cuda_build.py")
+    vendored = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vendored)
+    assert (vendored.INCLUDE_DIR / "ak_hopper.cuh").is_file()
+    assert f"-I{vendored.INCLUDE_DIR}" in vendored.nvcc_flags("90")
+    cu = tmp_path / "k.cu"
+    cu.write_text("__global__ void k() {}\n")
+    before = vendored.extension_name(cu, "90")
+    (vendored.INCLUDE_DIR / "ak_hopper.cuh").write_text("// edited\n")
+    assert vendored.extension_name(cu, "90") != before

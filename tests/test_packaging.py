@@ -25,6 +25,19 @@ def test_every_subpackage_is_listed_in_pyproject():
     assert cfg["package-dir"] == {v: k for k, v in MAPPED.items()}
 
 
+def test_the_shared_cuda_headers_ship_with_the_package():
+    """kernels/include/ is not a package, so its headers reach an installed copy only through package-data;
+    without them every CUDA build on Hopper fails to find ak_hopper.cuh."""
+    from fnmatch import fnmatch
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    headers = sorted((ROOT / "kernels" / "include").glob("*.cuh"))
+    assert headers, "kernels/include/ holds the headers the CUDA sources include"
+    for header in headers:
+        rel = header.relative_to(ROOT / "kernels").as_posix()
+        assert any(fnmatch(rel, pattern) for pattern in data.get("autokernel.kernels", [])), rel
+
+
 def test_console_scripts_exist():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert set(scripts) == {"autokernel", "autokernel-tui"}

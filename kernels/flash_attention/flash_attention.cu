@@ -28,9 +28,8 @@
 #include <cstdint>
 #include <math_constants.h>
 #include <type_traits>
-#if defined(AUTOKERNEL_SM90A)
-#include <cuda.h>          // CUtensorMap and its enums (header only)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#if defined(AUTOKERNEL_SM90A) && !defined(AUTOKERNEL_BINDINGS_ONLY)
+#include "ak_hopper.cuh"  // kernels/include/: mbarriers, bulk tensor copies, wgmma descriptors, tensor maps
 #endif
 
 // The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
@@ -366,50 +365,7 @@ struct Tiles {
   static constexpr int kSmemBytes = kBars + 8 * (1 + 2 * kStages) + 1024;   // + alignment slack
 };
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-}
-// One box of a 3-D tensor map at element coordinates (col, row, slice), counted on `bar`.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int col, int row, int slice, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
-      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(slice), "r"(bar)
-      : "memory");
-}
-// wgmma's shared-memory descriptor for a 128-byte-swizzled tile: start address, leading and stride
-// byte offsets (each in 16-byte units), swizzle mode 1 (128 B) in bits 62-63.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lead_bytes >> 4) << 16 | uint64_t(stride_bytes >> 4) << 32 |
-         uint64_t(1) << 62;
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
-template <int N>
-__device__ __forceinline__ void fence_registers(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
+using namespace ak_hopper;
 
 #define AK_WGMMA_SS_M64N128K16(TYPE)                                                            \
   asm volatile(                                                                                 \
@@ -539,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full(s), 1);   // the producer's expect_tx arrival, then the copies' bytes
       mbar_init(empty(s), 8);  // lane 0 of each consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -547,15 +503,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == kConsumerThreads) {
       mbar_expect_tx(q_full, L::kQBytes);
 #pragma unroll
-      for (int c = 0; c < L::kChunks; ++c) tma_load(base + L::kQ + c * kBM * 128, &q_map, 64 * c, q0, slice, q_full);
+      for (int c = 0; c < L::kChunks; ++c) tma_load_3d(base + L::kQ + c * kBM * 128, &q_map, 64 * c, q0, slice, q_full);
       for (int j = 0; j < key_tiles; ++j) {
         const int s = j % L::kStages;
         mbar_wait(empty(s), ((j / L::kStages) & 1) ^ 1);  // a fresh barrier passes the first round
         mbar_expect_tx(full(s), 2 * L::kKVBytes);
 #pragma unroll
         for (int c = 0; c < L::kChunks; ++c) {
-          tma_load(k_tile(s) + c * kBN * 128, &k_map, 64 * c, j * kBN, slice, full(s));
-          tma_load(v_tile(s) + c * kBN * 128, &v_map, 64 * c, j * kBN, slice, full(s));
+          tma_load_3d(k_tile(s) + c * kBN * 128, &k_map, 64 * c, j * kBN, slice, full(s));
+          tma_load_3d(v_tile(s) + c * kBN * 128, &v_map, 64 * c, j * kBN, slice, full(s));
         }
       }
     }
@@ -589,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       sw128_desc(k_tile(s) + (kk / 4) * kBN * 128 + step, 16, 1024), kk > 0);
     }
     wgmma_commit();
-    wgmma_wait_all();
+    wgmma_wait<0>();
     fence_registers(sc);
 
     // Accumulator layout: sc[4 n + 0..1] are keys 8 n + 2 (lane % 4) + 0..1 of `row`, sc[4 n + 2..3]
@@ -654,7 +610,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int t = 0; t < kBN / 16; ++t) wgmma_pv<T, D>(o, p[t], sw128_desc(v_tile(s) + t * 16 * 128, kBN * 128, 1024));
     wgmma_commit();
-    wgmma_wait_all();
+    wgmma_wait<0>();
     fence_registers(o);
     if (lane == 0) mbar_arrive(empty(s));  // this warp is done with the stage's K and V
   }
@@ -679,43 +635,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// cuTensorMapEncodeTiled, fetched from the driver at run time (no link against libcuda needed).
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encoder;
-}
-
 // [bh, S, D] of 2-byte elements, read in boxes of `rows` x 64 columns of one slice (128 bytes: the
 // swizzle span), 128-byte swizzled, zeros past S.
 template <typename T>
 bool slices_map(CUtensorMap* map, const T* base, int64_t bh, int S, int D, int rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(S), cuuint64_t(bh)};
   const cuuint64_t pitch[2] = {cuuint64_t(D) * sizeof(T), cuuint64_t(S) * D * sizeof(T)};
   const cuuint32_t box[3] = {64, cuuint32_t(rows), 1};
-  const cuuint32_t unit[3] = {1, 1, 1};
-  const CUtensorMapDataType type =
-      std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 3, const_cast<T*>(base), dims, pitch, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-inline bool device_is_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
+  return sw128_tensor_map(map, base, 3, dims, pitch, box);
 }
 
 // Launches the Hopper kernel when the operands allow it; *launched says whether it did.

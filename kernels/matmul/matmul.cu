@@ -24,9 +24,8 @@
 #include <mma.h>
 #include <cstdint>
 #include <type_traits>
-#if defined(AUTOKERNEL_SM90A)
-#include <cuda.h>          // CUtensorMap and its enums (header only)
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#if defined(AUTOKERNEL_SM90A) && !defined(AUTOKERNEL_BINDINGS_ONLY)
+#include "ak_hopper.cuh"  // kernels/include/: mbarriers, bulk tensor copies, wgmma descriptors, tensor maps
 #endif
 
 // The raw-pointer launcher, defined below (left out with -DAUTOKERNEL_BINDINGS_ONLY, which the tests
@@ -294,52 +293,7 @@ constexpr int kATileBytes = kBM * kRowBytes, kBTileBytes = kBN * kRowBytes;
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // tiles, barriers, alignment slack
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  }
-}
-// One box of a 2-D tensor map at (inner, outer) element coordinates, counted on `bar`.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int inner, int outer, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
-      : "memory");
-}
-// wgmma's shared-memory descriptor for a 128-byte-swizzled tile: start address, leading and stride
-// byte offsets (each in 16-byte units), swizzle mode 1 (128 B) in bits 62-63.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lead_bytes, uint32_t stride_bytes) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lead_bytes >> 4) << 16 | uint64_t(stride_bytes >> 4) << 32 |
-         uint64_t(1) << 62;
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
-__device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
-#pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+using namespace ak_hopper;
 
 #define AK_WGMMA_M64N256K16(TYPE)                                                   \
   asm volatile(                                                                     \
@@ -424,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_init(full(s), 1);                   // the producer's expect_tx arrival, then the copies' bytes
       mbar_init(empty(s), kConsumers * 4);     // lane 0 of every consumer warp
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   __syncthreads();
 
@@ -434,14 +388,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = kt % kStages;
         mbar_wait(empty(s), ((kt / kStages) & 1) ^ 1);  // a fresh barrier passes the first round
         mbar_expect_tx(full(s), kStageBytes);
-        tma_load(a_tiles + s * kATileBytes, &a_map, kt * kBK, m0, full(s));
+        tma_load_2d(a_tiles + s * kATileBytes, &a_map, kt * kBK, m0, full(s));
         if constexpr (B_NT) {
-          tma_load(b_tiles + s * kBTileBytes, &b_map, kt * kBK, n0, full(s));
+          tma_load_2d(b_tiles + s * kBTileBytes, &b_map, kt * kBK, n0, full(s));
         } else {
           // [K, N] B: four boxes of 64 k-rows x 64 columns, each 128 bytes wide (the swizzle span).
 #pragma unroll
           for (int j = 0; j < kBN / 64; ++j)
-            tma_load(b_tiles + s * kBTileBytes + j * kBK * 128, &b_map, n0 + 64 * j, kt * kBK, full(s));
+            tma_load_2d(b_tiles + s * kBTileBytes + j * kBK * 128, &b_map, n0 + 64 * j, kt * kBK, full(s));
         }
       }
     }
@@ -457,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(full(s), (kt / kStages) & 1);
     const uint32_t a_stage = a_tiles + s * kATileBytes + consumer * 64 * kRowBytes;  // this warpgroup's 64 rows
     const uint32_t b_stage = b_tiles + s * kBTileBytes;
-    fence_accumulators(d);
+    fence_registers(d);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
@@ -472,12 +426,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     wgmma_commit();
-    fence_accumulators(d);
+    fence_registers(d);
     wgmma_wait<1>();  // the previous stage's group has retired: hand that stage back to the producer
     if (kt > 0 && lane == 0) mbar_arrive(empty((kt - 1) % kStages));
   }
   wgmma_wait<0>();
-  fence_accumulators(d);
+  fence_registers(d);
 
   // Accumulator layout (m64nNk16, fp32): warp w of the warpgroup holds rows 16 w + lane / 4 and + 8;
   // d[4 j + 0..1] are columns 8 j + 2 (lane % 4) + 0..1 of the first row, d[4 j + 2..3] of the second.
@@ -507,43 +461,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// cuTensorMapEncodeTiled, fetched from the driver at run time (no link against libcuda needed).
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  return encoder;
-}
-
 // A row-major [rows, cols] matrix of 2-byte elements, read in boxes of box_rows x 64 columns
 // (128 bytes: the swizzle span), 128-byte swizzled, zeros outside.
 template <typename T>
 bool tile_map(CUtensorMap* map, const T* base, int rows, int cols, int box_rows) {
-  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
-  if (encode == nullptr) return false;
   const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
   const cuuint64_t pitch[1] = {cuuint64_t(cols) * sizeof(T)};
   const cuuint32_t box[2] = {64, cuuint32_t(box_rows)};
-  const cuuint32_t unit[2] = {1, 1};
-  const CUtensorMapDataType type =
-      std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-  return encode(map, type, 2, const_cast<T*>(base), dims, pitch, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-inline bool device_is_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
+  return sw128_tensor_map(map, base, 2, dims, pitch, box);
 }
 
 // Launches the Hopper kernel when the operands allow it; *launched says whether it did.
