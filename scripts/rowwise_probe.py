@@ -218,6 +218,32 @@ def _sum_rows(x_ptr, out_ptr, n_rows, n_cols, stride_x, ROWS: tl.constexpr, BLOC
     tl.store(out_ptr + rows, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=row_ok)
 
 
+@triton.jit
+def _sum_rows_fixed(x_ptr, out_ptr, N_COLS: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Sum over rows whose width is compiled in (as torch.compile does) and whose count is a multiple of ROWS:
+    no masks on the loads or the store, fixed trip count."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros((ROWS, BLOCK_N), tl.float32)
+    for start in tl.static_range(0, N_COLS, BLOCK_N):
+        acc += tl.load(x_ptr + rows[:, None] * N_COLS + (start + cols)[None, :],
+                       eviction_policy="evict_first").to(tl.float32)
+    tl.store(out_ptr + rows, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty))
+
+
+def reduce_fixed_form(max_block: int, warps: int):
+    """The sum with the width as a constexpr and no masks (only for widths that are a multiple of the block)."""
+    def fn(x):
+        n_cols = x.shape[-1]
+        x2 = x.reshape(-1, n_cols).contiguous()
+        out = torch.empty(x2.shape[0], dtype=x.dtype, device=x.device)
+        block_n = min(triton.next_power_of_2(n_cols), max_block)
+        assert n_cols % block_n == 0, "this probe form needs the width to be a multiple of the block"
+        _sum_rows_fixed[(x2.shape[0],)](x2, out, N_COLS=n_cols, ROWS=1, BLOCK_N=block_n, num_warps=warps)
+        return out.reshape(x.shape[:-1])
+    return fn
+
+
 def reduce_form(row_tile: int, max_block: int, warps: int, evict: str):
     """Sum over the last dim with row_tile elements per program (rows packed when narrow), column blocks of at
     most max_block, `warps` warps and the given eviction hint on the loads."""
@@ -307,6 +333,8 @@ def forms(kernel: str) -> dict:
                                                   (8192, 8192, 16, "evict_first"), (8192, 4096, 16, "evict_first"),
                                                   (4096, 4096, 8, "")):
             out[f"hand tile {row_tile} block<={max_block} w{warps} {evict or 'no hint'}"] = reduce_form(row_tile, max_block, warps, evict)
+        for max_block, warps in ((4096, 16), (2048, 16), (4096, 8), (1024, 8)):
+            out[f"hand fixed width, one row, block<={max_block} w{warps}"] = reduce_fixed_form(max_block, warps)
         return out
     if kernel == "layernorm":
         out = {"starter": ln_starter.kernel_fn}
@@ -344,7 +372,7 @@ SHAPES = {
 CPU_SHAPES = {"cross_entropy": [{"rows": 3, "vocab": 1000}], "rmsnorm": [{"rows": 5, "cols": 96}],
               "softmax": [{"rows": 3, "cols": 40000}], "layernorm": [{"rows": 5, "cols": 96}],
               "rotary_embedding": [{"batch": 1, "heads": 3, "seq": 40, "head_dim": 64}],
-              "reduce": [{"rows": 5, "cols": 3000}]}
+              "reduce": [{"rows": 5, "cols": 4096}]}
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ MUTANTS = {
     "cross_entropy": ("tl.sum(acc, axis=0) / tl.sum(n, axis=0)", "tl.sum(acc, axis=0) / rows"),  # ignored rows counted
     "layernorm": ("* w[None, :] + b[None, :]", "* w[None, :]"),  # bias dropped
     "rotary_embedding": ("tl.where(first, -partner, partner)", "tl.where(first, partner, -partner)"),  # rotation sign
-    "reduce": ("other=0.0,\n                       eviction_policy", "other=1.0,\n                       eviction_policy"),  # tail padding counted
+    "reduce": ("other=0.0,\n                           eviction_policy", "other=1.0,\n                           eviction_policy"),  # tail padding counted
     "fused_mlp": ("(c % 2 == 1)", "(c % 2 == 0)"),  # pointer form (fp32 inputs): gate and up swapped
     "fused_mlp/tma": ("g = tl.dot(x, _widened(wg_desc", "g = tl.dot(x, _widened(wu_desc"),  # descriptor form (16-bit): up read twice
 }
