@@ -30,7 +30,9 @@ def test_pages_are_made_from_the_raw_runs(tmp_path):
     assert "| matmul | cuda | 4096×4096×4096 | 0.2060 |" in bench  # run 18's full bench: the wgmma CUDA matmul
     assert "38 of 38 shapes; lowest 0.70 (softmax 4096×32000)" in bench  # CUDA against Triton, within run 18
     assert "1 of 4 shapes; lowest 80% at 4096×4096" in bench  # layernorm, run 18
-    assert "## Re-benched" not in bench  # run 13 re-benched before run 18 benched everything: not shown
+    assert "| reduce | 8192×4096 | 0.0285 | 0.0276 |" in bench  # run 21's re-bench beside run 18's full bench
+    assert "h100-run13" not in bench  # run 13 re-benched before run 18 benched everything: not shown
+    assert "lowest 1.00× at 8192×4096 | **missed** |" in bench  # reduce judged on run 21 (0.995×), not run 18's 0.96×
     assert "--max-experiments-per-problem 5" in pages["kernelbench.md"] and "fast_p" in pages["kernelbench.md"]
     assert "| fused_mlp modules | 13.556 | 12.624 |" in pages["optimize.md"]  # run 12: the TMA fused_mlp swapped in
     assert "1.31× eager, 1.07× torch.compile" in pages["optimize.md"]
