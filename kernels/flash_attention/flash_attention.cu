@@ -367,87 +367,6 @@ struct Tiles {
 
 using namespace ak_hopper;
 
-#define AK_WGMMA_SS_M64N128K16(TYPE)                                                            \
-  asm volatile(                                                                                 \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                            \
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "        \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "        \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"          \
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                                        \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])\
-      : "l"(a), "l"(b), "r"(accumulate))
-
-// s[64 x 128] (+)= Q[64 x 16] . K[128 x 16]^T, both K-major in shared memory; accumulate = 0 overwrites.
-template <typename T>
-__device__ __forceinline__ void wgmma_scores(float (&d)[64], uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    AK_WGMMA_SS_M64N128K16("bf16");
-  } else {
-    AK_WGMMA_SS_M64N128K16("f16");
-  }
-}
-
-#define AK_WGMMA_RS_M64N128K16(TYPE)                                                            \
-  asm volatile(                                                                                 \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"                                            \
-      " wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " {"                        \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "        \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "        \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"          \
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                          \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),\
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),\
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),\
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),\
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])\
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
-
-#define AK_WGMMA_RS_M64N64K16(TYPE)                                                             \
-  asm volatile(                                                                                 \
-      "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"                                            \
-      " wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " {"                         \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"          \
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                          \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),\
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),\
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),\
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])\
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
-
-// o[64 x D] += P[64 x 16] . V[16 x D]: P in registers (four 32-bit pairs), V N-major in shared memory.
-template <typename T, int D>
-__device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[4], uint64_t b) {
-  if constexpr (D == 128) {
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-      AK_WGMMA_RS_M64N128K16("bf16");
-    } else {
-      AK_WGMMA_RS_M64N128K16("f16");
-    }
-  } else {
-    if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-      AK_WGMMA_RS_M64N64K16("bf16");
-    } else {
-      AK_WGMMA_RS_M64N64K16("f16");
-    }
-  }
-}
-#undef AK_WGMMA_SS_M64N128K16
-#undef AK_WGMMA_RS_M64N128K16
-#undef AK_WGMMA_RS_M64N64K16
 
 // 2^x by the SFU (ex2.approx, flushing denormal results to zero): what exp2f becomes under nvcc's
 // fast-math flag, without that flag's effect on the rest of the file. Relative error ~2^-22,
@@ -541,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t step = (kk % 4) * 32;
-      wgmma_scores<T>(sc, sw128_desc(q_rows + (kk / 4) * kBM * 128 + step, 16, 1024),
+      wgmma_m64n128k16_ss<T>(sc, sw128_desc(q_rows + (kk / 4) * kBM * 128 + step, 16, 1024),
                       sw128_desc(k_tile(s) + (kk / 4) * kBN * 128 + step, 16, 1024), kk > 0);
     }
     wgmma_commit();
@@ -608,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_registers(o);
     wgmma_fence();
 #pragma unroll
-    for (int t = 0; t < kBN / 16; ++t) wgmma_pv<T, D>(o, p[t], sw128_desc(v_tile(s) + t * 16 * 128, kBN * 128, 1024));
+    for (int t = 0; t < kBN / 16; ++t) wgmma_m64nNk16_rs<T, D>(o, p[t], sw128_desc(v_tile(s) + t * 16 * 128, kBN * 128, 1024));
     wgmma_commit();
     wgmma_wait<0>();
     fence_registers(o);
