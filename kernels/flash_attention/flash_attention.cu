@@ -367,7 +367,6 @@ struct Tiles {
 
 using namespace ak_hopper;
 
-
 // 2^x by the SFU (ex2.approx, flushing denormal results to zero): what exp2f becomes under nvcc's
 // fast-math flag, without that flag's effect on the rest of the file. Relative error ~2^-22,
 // far below the 16-bit rounding P gets next; 2^-inf is 0.
@@ -578,7 +577,7 @@ cudaError_t launch(const T* q, const T* k, const T* v, T* o, int64_t bh, int S, 
     return cudaSuccess;
   }
   auto kernel = flash_wgmma_kernel<T, D>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<D>::kSmemBytes);
+  cudaError_t err = allow_smem(kernel, Tiles<D>::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid((S + kBM - 1) / kBM, unsigned(bh));
   kernel<<<grid, kThreads, Tiles<D>::kSmemBytes, stream>>>(q_map, k_map, v_map, o, S, kLog2e / sqrtf(float(D)), causal);

@@ -73,6 +73,18 @@ __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ a
 // ---------------------------------------------------------------------------------------------
 constexpr int kBM = 128, kBN = 128, kBK = 32, kThreads = 256, kPad = 8, kGroupM = 8;
 
+// This block's first row and column of C in grouped order: runs of kGroupM consecutive block-rows
+// visit their column tiles together, so neighbouring blocks share B tiles in L2.
+__device__ __forceinline__ void grouped_tile_origin(int tile_m, int tile_n, int& m0, int& n0) {
+  const int grid_n = gridDim.x, grid_m = gridDim.y;
+  const int pid = blockIdx.y * grid_n + blockIdx.x;
+  const int in_group = kGroupM * grid_n;
+  const int first_m = (pid / in_group) * kGroupM;
+  const int group_m = min(grid_m - first_m, kGroupM);
+  m0 = (first_m + (pid % in_group) % group_m) * tile_m;
+  n0 = ((pid % in_group) / group_m) * tile_n;
+}
+
 // Load rows x cols tile (row-major, leading dim ld) at (r0, c0) into registers, zero outside.
 template <typename T, int R, int C, bool VEC>
 struct TileStage {
@@ -127,14 +139,8 @@ __global__ void __launch_bounds__(kThreads, VEC ? 2 : 1) wmma_gemm_kernel(const 
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int warp_m = warp / 4, warp_n = warp % 4;  // 2 x 4 warps, 64 x 32 each
-  // Grouped block order: runs of kGroupM consecutive blocks share B tiles in L2.
-  const int grid_n = gridDim.x, grid_m = gridDim.y;
-  const int pid = blockIdx.y * grid_n + blockIdx.x;
-  const int in_group = kGroupM * grid_n;
-  const int first_m = (pid / in_group) * kGroupM;
-  const int group_m = min(grid_m - first_m, kGroupM);
-  const int m0 = (first_m + (pid % in_group) % group_m) * kBM;
-  const int n0 = ((pid % in_group) / group_m) * kBN;
+  int m0, n0;
+  grouped_tile_origin(kBM, kBN, m0, n0);
 
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
 #pragma unroll
@@ -298,7 +304,6 @@ constexpr int kSmemBytes = kStages * kStageBytes + 2 * kStages * 8 + 1024;  // t
 
 using namespace ak_hopper;
 
-
 // Two adjacent outputs in one store (the caller makes sure the pair is aligned).
 template <typename OutT>
 __device__ __forceinline__ void store_two(OutT* p, float a, float b) {
@@ -330,14 +335,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (kStages + s); };
 
-  // Grouped block order, as in the WMMA kernel: runs of kGroupM block-rows share B tiles in L2.
-  const int grid_n = gridDim.x, grid_m = gridDim.y;
-  const int pid = blockIdx.y * grid_n + blockIdx.x;
-  const int in_group = kGroupM * grid_n;
-  const int first_m = (pid / in_group) * kGroupM;
-  const int group_m = min(grid_m - first_m, kGroupM);
-  const int m0 = (first_m + (pid % in_group) % group_m) * kBM;
-  const int n0 = ((pid % in_group) / group_m) * kTileN;
+  int m0, n0;
+  grouped_tile_origin(kBM, kTileN, m0, n0);  // the WMMA kernel's block order
   const int k_tiles = (K + kBK - 1) / kBK;
   const int warpgroup = threadIdx.x / 128;
 
