@@ -138,6 +138,10 @@ class SearchState:
     integration: ev.IntegrationResult | None = None
     done: ev.SessionDone | None = None
     last_event_ts: float = 0.0
+    # The person's controls that outlive a run: the approval mode the session was last in, and a skip of the
+    # open target asked for but not yet taken (a stop got there first). A resume runs with both.
+    approval: str = "auto"
+    skip_pending: bool = False
 
     @classmethod
     def from_events(cls, session_id: str, events) -> "SearchState":
@@ -160,6 +164,7 @@ class SearchState:
         self.last_event_ts = max(self.last_event_ts, e.ts)
         if isinstance(e, ev.SessionStarted):
             self.started = e
+            self.approval = e.approval or "auto"
         elif isinstance(e, ev.ProfileReady):
             self.profile = e
         elif isinstance(e, ev.TargetStarted):
@@ -209,16 +214,25 @@ class SearchState:
             t = self.targets.get(e.target)
             if t is not None:
                 t.done = e.reason or "done"
-        elif isinstance(e, ev.ControlChanged) and e.action == "reopen_target":
-            t = self.targets.get(e.value)
-            if t is not None:  # a completed session resumed with more budget: its cut-short target goes on
-                t.done = None
+            self.skip_pending = False
+        elif isinstance(e, ev.ControlChanged):
+            self._control(e)
         elif isinstance(e, ev.LLMUsage):
             self.cost_usd = max(self.cost_usd, e.total_cost_usd)
         elif isinstance(e, ev.IntegrationResult):
             self.integration = e
         elif isinstance(e, ev.SessionDone):
             self.done = e
+
+    def _control(self, e: ev.ControlChanged) -> None:
+        if e.action == "reopen_target":
+            t = self.targets.get(e.value)
+            if t is not None:  # a completed session resumed with more budget: its cut-short target goes on
+                t.done = None
+        elif e.action == "approval" and e.value:
+            self.approval = e.value
+        elif e.action == "skip_target" and self.current_target() is not None:
+            self.skip_pending = True
 
     def kept(self) -> list[CandidateRecord]:
         """The best kernel of each target, in the order the targets were searched."""

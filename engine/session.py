@@ -48,7 +48,7 @@ class SessionConfig:
     model_path: str | None = None  # None: the bundled Llama example
     device: str | None = None  # cpu | cuda | None (cuda when torch sees one)
     agent: str = "playbook"  # playbook, or a litellm model string
-    approval: str = "auto"  # auto | ask
+    approval: str | None = None  # auto | ask; None: auto, or on resume the mode the session was last in
     max_experiments: int | None = None
     budget_s: float | None = None
     max_cost_usd: float | None = None
@@ -75,7 +75,7 @@ class SessionConfig:
                             max_ideas=self.max_ideas, max_variants=self.max_variants)
 
     def validate(self) -> None:
-        if self.approval not in APPROVAL_MODES:
+        if self.approval is not None and self.approval not in APPROVAL_MODES:
             raise UserError(f"--approval must be auto or ask, not {self.approval!r}")
         for name in ("max_experiments", "budget_s", "max_cost_usd"):
             v = getattr(self, name)
@@ -94,6 +94,13 @@ def _stored_url(url: str | None) -> str | None:
     from .agents.llm import redact_url
 
     return redact_url(url)
+
+
+def resumed_approval(store: Store, ref: str) -> str:
+    """The approval mode a resume without --approval runs in: the one the session was last in (a headless
+    resume must know before it starts whether someone will be asked)."""
+    sid = store.session(ref, kind="optimize")["id"]
+    return SearchState.from_events(sid, store.iter_events(sid)).approval
 
 
 def make_agent(name: str, api_base: str | None = None) -> Any:
@@ -175,7 +182,7 @@ class OptimizeSession:
         self.config = config
         self.store = store
         self.listeners = list(listeners)
-        self.control = LoopControl(config.approval)
+        self.control = LoopControl(config.approval or "auto")
         self.session_id: str | None = None
         self.state: SearchState | None = None
         self.recorder: Recorder | None = None
@@ -374,11 +381,17 @@ class OptimizeSession:
             self.store.reopen_session(sid)
             self.session_id = sid
             self.recorder = Recorder(self.store, sid, [self.state.apply, *self.listeners])
+            was = self.state.approval  # the mode it was last in (a key press lives only as an event)
+            cfg.approval = cfg.approval or was
             self.control.approval = cfg.approval
             for listener in self.listeners:  # catch-up: listeners see the whole session, then what follows
                 for e in past:
                     listener(e)
             self.recorder.emit(ev.ControlChanged(action="resume_session", value=sid))
+            if cfg.approval != was:  # asked for another mode this time: the screens follow the engine
+                self.recorder.emit(ev.ControlChanged(action="approval", value=cfg.approval))
+            if self.state.skip_pending:  # a skip the stop got to first is taken now
+                self.control.skip_target()
             for t in list(self.state.targets.values()):  # cut short by a budget: more budget, more search
                 if t.done == "budget":
                     self.recorder.emit(ev.ControlChanged(action="reopen_target", value=t.name))
@@ -388,6 +401,7 @@ class OptimizeSession:
             return
         model_path = cfg.model_path or self._example_path()
         cfg.model_path = str(model_path)
+        cfg.approval = cfg.approval or "auto"
         started = ev.SessionStarted(
             kind="optimize", model=str(model_path), device=device, device_name=describe_device(device),
             agent=cfg.agent, approval=cfg.approval,

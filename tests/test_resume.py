@@ -243,3 +243,73 @@ def test_optimize_resume_latest_means_the_newest_optimize_session_and_a_batch_is
     assert store.session(first.session_id)["status"] == "completed"
     with pytest.raises(UserError, match=f"autokernel kernelbench --resume {batch}"):
         make(resume=batch).run()
+
+
+def test_the_approval_mode_and_a_skip_set_during_a_run_survive_its_resume(tmp_path, monkeypatch):
+    """`m` in the TUI is only a ControlChanged event; a resume without --approval runs in the mode the
+    session was last in (a new best waits), a resume that names another mode records it, and a skip that a
+    stop got to first is taken when the session goes on."""
+    store = _fake_store(monkeypatch, tmp_path)
+
+    def ask_then_stop(e):
+        if isinstance(e, ev.Decision) and e.candidate_id.endswith("0002"):
+            first.set_approval("ask")
+            first.stop()
+
+    first = _fake_session(tmp_path, store, [ask_then_stop], max_experiments=12)
+    assert first.run()["status"] == "stopped"
+    sid = first.session_id
+    assert store.session(sid)["config"]["approval"] == "auto"  # the toggle lives only as an event
+
+    asked = []
+
+    def approve(e):
+        if isinstance(e, ev.AwaitingApproval):
+            asked.append(e.candidate_id)
+            second.approve(e.candidate_id)
+
+    second = _fake_session(tmp_path, store, [approve], max_experiments=8, resume=sid)
+    assert second.run()["status"] == "completed"
+    resumed_at = next(i for i, (_, e) in enumerate(store.events(sid))
+                      if isinstance(e, ev.ControlChanged) and e.action == "resume_session")
+    after = [e for _, e in store.events(sid)[resumed_at:]]
+    kept = [e for e in after if isinstance(e, ev.Decision) and e.decision == "kept"]
+    assert asked and kept and all(d.by == "user" and d.candidate_id in asked for d in kept)
+
+    third = _fake_session(tmp_path, store, max_experiments=12, approval="auto", resume=sid)
+    assert third.run()["status"] == "completed" and not third.pending_approval
+    modes = [c.value for c in _events(store, sid, ev.ControlChanged) if c.action == "approval"]
+    assert modes == ["ask", "auto"]
+    assert SearchState.from_events(sid, store.iter_events(sid)).approval == "auto"
+
+    def skip_then_stop(e):
+        if isinstance(e, ev.Decision) and e.candidate_id.endswith("0002"):
+            fourth.skip_target()
+            fourth.stop()
+
+    fourth = _fake_session(tmp_path, Store(tmp_path / "skip.db"), [skip_then_stop], max_experiments=12)
+    assert fourth.run()["status"] == "stopped"
+    skip_store = fourth.store
+    assert not _events(skip_store, fourth.session_id, ev.TargetDone)  # the stop came first
+    _fake_session(tmp_path, skip_store, max_experiments=12, resume=fourth.session_id).run()
+    done = _events(skip_store, fourth.session_id, ev.TargetDone)
+    assert (done[0].target, done[0].reason) == ("fakesoft", "skipped")
+    fakesoft = [c.experiment for c in _events(skip_store, fourth.session_id, ev.CandidateWritten)
+                if c.target == "fakesoft"]
+    assert max(fakesoft) == 2  # nothing more of the skipped target
+
+
+def test_a_headless_resume_of_a_session_left_in_ask_without_a_terminal_is_refused(tmp_path, monkeypatch, capsys):
+    """It would wait for approvals no one can give; an explicit --approval auto resumes it."""
+    import io
+
+    from autokernel.engine.cli import main
+
+    store = Store(tmp_path / "s.db")
+    sid = store.create_session(ev.SessionStarted(kind="optimize", approval="auto", config={"approval": "auto"}))
+    store.append(sid, ev.ControlChanged(action="approval", value="ask"))
+    store.finish_session(sid, "stopped", {})
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    code = main(["optimize", "--headless", "--resume", sid, "--db", str(tmp_path / "s.db")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"session {sid} was left in approval ask" in err and "--approval auto" in err, err

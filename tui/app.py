@@ -162,8 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-experiments", type=int, default=None, metavar="N",
                    help="stop after N experiments (with --kernelbench: per problem, default 20)")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD", help="LLM spend limit")
-    p.add_argument("--approval", choices=("auto", "ask"), default="auto",
-                   help="ask: a new best waits for you (a / r) before it is kept")
+    p.add_argument("--approval", choices=("auto", "ask"), default=None,
+                   help="ask: a new best waits for you (a / r) before it is kept (default auto; with --resume, the "
+                        "mode the session was last in)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None)
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the bundled example")
     p.add_argument("--db", metavar="PATH", default=None,

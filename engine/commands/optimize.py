@@ -55,8 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-experiments", type=int, default=None, metavar="N", help="stop after N experiments in all")
     p.add_argument("--budget", default=None, metavar="DURATION", help="wall-time budget, e.g. 90s, 30m, 2h")
     p.add_argument("--max-cost", type=float, default=None, metavar="USD", help="stop when the LLM spend reaches USD")
-    p.add_argument("--approval", choices=("auto", "ask"), default="auto",
-                   help="ask: a candidate that beats the best waits for [a]pprove/[r]eject (needs a terminal)")
+    p.add_argument("--approval", choices=("auto", "ask"), default=None,
+                   help="ask: a candidate that beats the best waits for [a]pprove/[r]eject (needs a terminal); "
+                        "default auto, or with --resume the mode the session was last in")
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the example model")
     p.add_argument("--plateau", type=int, default=30, metavar="N",
                    help="move to the next target after N experiments without a new best (default 30)")
@@ -172,11 +173,16 @@ def _run_in_tui(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..session import OptimizeSession, SessionConfig
+    from ..session import OptimizeSession, SessionConfig, resumed_approval
 
     if not args.headless:
         return _run_in_tui(args)
-    if args.approval == "ask" and not sys.stdin.isatty():
+    store = open_store(args)
+    approval = args.approval or (resumed_approval(store, args.resume) if args.resume else "auto")
+    if approval == "ask" and not sys.stdin.isatty():
+        if not args.approval:
+            raise UserError(f"session {args.resume} was left in approval ask, which needs a terminal to answer on "
+                            "(stdin is not a tty); resume it with --approval auto")
         raise UserError("--approval ask needs a terminal to answer on (stdin is not a tty); use --approval auto")
     if args.max_experiments is not None and args.max_experiments <= 0:
         raise UserError("--max-experiments must be a positive number")
@@ -192,13 +198,12 @@ def run(args: argparse.Namespace) -> int:
         stop_at_ceiling=args.stop_at_ceiling or None,
         integrate=not args.no_integrate, api_base=args.api_base, backend=args.backend,
     )
-    store = open_store(args)
     out = sys.stderr if args.json else sys.stdout
     session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])
     job = BackgroundRun(session.run, "autokernel-session")
     ended = job.wait_stopping(session.stop, "stopping after the current experiment (Ctrl-C again to leave now; "
                               "--resume continues)",
-                              watch=(lambda: _prompt_loop(session, job.finished, out)) if args.approval == "ask" else None)
+                              watch=(lambda: _prompt_loop(session, job.finished, out)) if approval == "ask" else None)
     if ended == "left":
         print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}", file=sys.stderr)
         return 130
