@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .errors import UserError
+from .model_file import check_model_file
 
 SIZES = ("small", "large")
 SIZE_ENV = "AUTOKERNEL_MODEL_SIZE"
@@ -175,11 +176,7 @@ def _as_list(value: Any, what: str) -> list:
 
 def load_model(path: str | Path, device: str, size: str | None = None, dtype: torch.dtype | str | None = None) -> LoadedModel:
     """Import `path`, build the model and its inputs on `device`, and prove one forward runs."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if not path.is_file():
-        raise UserError(f"{path}: not a file (give the model's .py file)")
+    path = check_model_file(path)
     if device not in ("cpu", "cuda"):
         raise UserError(f"unknown device {device!r}: use cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():

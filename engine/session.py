@@ -20,6 +20,7 @@ from .devices import device_name as describe_device
 from .devices import resolve_device
 from .errors import UserError
 from .integrate import INTEGRATION_MODES
+from .model_file import check_model_file
 from .problem_spec import PROBLEM_TARGET, problem_brief
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
@@ -83,8 +84,8 @@ class SessionConfig:
                 raise UserError(f"{name.replace('_', '-')} must be positive, not {v}")
         if self.integration not in INTEGRATION_MODES:
             raise UserError(f"integration must be one of {', '.join(INTEGRATION_MODES)}, not {self.integration!r}")
-        if self.model_path is not None and not Path(self.model_path).is_file():
-            raise UserError(f"model file {self.model_path} does not exist")
+        if self.model_path is not None:
+            check_model_file(self.model_path)
 
 
 def _stored_url(url: str | None) -> str | None:

@@ -14,6 +14,7 @@ from autokernel.engine import cli
 from autokernel.engine.errors import UserError
 from autokernel.engine.examples import example_path, names
 from autokernel.engine.model_loading import load_model
+from autokernel.engine.store import Store
 
 GOOD = """
 import torch
@@ -75,7 +76,7 @@ def test_each_failure_is_one_specific_line(case, tmp_path, capsys):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(UserError, match="no_model.py: no such file"):
+    with pytest.raises(UserError, match="no_model.py does not exist"):
         load_model(tmp_path / "no_model.py", "cpu")
 
 
@@ -150,7 +151,7 @@ def test_real_cli_syntax_error_and_missing_file(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert p.stderr.strip().startswith("autokernel profile: error: bad.py: line 2: SyntaxError")
     p = _run_cli("profile", str(tmp_path / "nothing.py"), "--db", str(tmp_path / "s.db"))
-    assert p.returncode == 2 and p.stderr.strip() == f"autokernel profile: error: {tmp_path / 'nothing.py'}: no such file"
+    assert p.returncode == 2 and p.stderr.strip() == f"autokernel profile: error: model file {tmp_path / 'nothing.py'} does not exist"
 
 
 @pytest.mark.parametrize("name", ["llama", "convnet"])
@@ -184,3 +185,19 @@ def test_every_command_takes_an_examples_name_where_it_takes_a_file(tmp_path):
     assert resolve_model_path(str(mine)) == mine  # a path stays a path (the loader says it is missing)
     p = _run_cli("optimize", "no_such_example", "--headless", "--device", "cpu", "--db", str(tmp_path / "s.db"))
     assert p.returncode == 2 and "no_such_example does not exist" in p.stderr
+
+
+def test_a_folder_for_a_model_is_the_same_one_line_in_every_command(tmp_path):
+    """`optimize DIR` and `autokernel-tui DIR` said "model file DIR does not exist" of a folder that exists."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    db = str(tmp_path / "s.db")
+    runs = {"profile": _run_cli("profile", str(folder), "--db", db),
+            "optimize": _run_cli("optimize", str(folder), "--headless", "--device", "cpu", "--db", db),
+            "tui": subprocess.run(["autokernel-tui", str(folder), "--db", db], capture_output=True, text=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)}
+    why = f"{folder} is a folder, not a model file: name the model's .py file"
+    for name, p in runs.items():
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and why in p.stderr, (name, p.stderr)
+        assert "does not exist" not in p.stderr and "Traceback" not in p.stderr
+    assert Store(db).sessions() == []  # refused before a session was recorded for it

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import events as ev
 from ..errors import UserError
+from ..model_file import check_model_file
 from ..store import Recorder
 from .common import add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
 
@@ -79,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.iters < 1 or args.warmup < 0:
         raise UserError("--iters must be at least 1 and --warmup at least 0")
-    path = resolve_model_path(args.model)
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
+    path = check_model_file(resolve_model_path(args.model))  # before a session is recorded for it
     device = resolve_device(args.device)
     trace = None
     if args.trace:
