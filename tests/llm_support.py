@@ -1,6 +1,7 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 for the LLM agent's tests (litellm's real HTTP
 path): `ScriptedLLM` plays a queue of answers and records the requests; `llm_server` is its pytest
-fixture (import it into a test module to use it there)."""
+fixture (import it into a test module to use it there). A recorded request keeps the server's own header
+message, which reads names case-insensitively as HTTP requires (clients differ in the case they send)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class ScriptedLLM:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with outer.lock:
-                    outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    outer.requests.append({"path": self.path, "headers": self.headers, "body": body})
                     step = outer.script.pop(0) if outer.script else outer.default
                 if step is None:
                     step = {"status": 500, "error": "script exhausted"}

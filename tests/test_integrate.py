@@ -66,22 +66,24 @@ def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
     sites = {row["site"]: row for row in result.sites}
     assert set(sites) == {"rmsnorm", "rest"}
     assert sites["rmsnorm"]["before_ms"] > 0 and sites["rmsnorm"]["after_ms"] > 0
-    # the interpreter runs the Triton kernel in Python: the swapped modules got slower on the CPU, and it shows
-    assert sites["rmsnorm"]["after_ms"] > sites["rmsnorm"]["before_ms"]
+    assert sites["rest"]["before_ms"] > 0 and sites["rest"]["after_ms"] > 0
     assert "rmsnorm modules" in result.detail and "rest of the forward" in result.detail
     assert result.spread is None and result.round_speedups == {}  # one round on the CPU: no spread to report
 
 
-def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_the_swap():
+def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_the_swap(monkeypatch):
     """On the H100 the GPU slowed ~12% during a run; timing the original, then the patched model, showed
     that as "the rest of the forward got 2.9 ms slower". Here every forward is 2 ms slower than the one
-    before it (in either model); taking turns (ABBA...) leaves the same mean for both."""
-    import time
+    before it (in either model), on a virtual clock the forward advances; taking turns (ABBA...) leaves
+    the same mean for both."""
+    import types
 
-    from autokernel.engine import kernel_patch
+    from autokernel.engine import forward_timing, kernel_patch
     from autokernel.engine.integrate import _site_breakdown
 
     calls = {"n": 0}
+    clock = {"s": 0.0}
+    monkeypatch.setattr(forward_timing, "time", types.SimpleNamespace(perf_counter=lambda: clock["s"]))
 
     class RMSNorm(torch.nn.Module):
         def __init__(self):
@@ -97,7 +99,7 @@ def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_
             self.norm = RMSNorm()
 
         def forward(self, x):
-            time.sleep(0.002 * calls["n"])  # the device, slower with every forward
+            clock["s"] += 0.002 * calls["n"]  # the device, slower with every forward
             calls["n"] += 1
             return self.norm(x)
 
@@ -108,4 +110,4 @@ def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_
                                                   kernel_patch, turns=4)}
     assert set(rows) == {"rmsnorm", "rest"}
     # one after the other, the patched model's rest would be 8 ms slower (4 forwards later, 2 ms each)
-    assert abs(rows["rest"]["after_ms"] - rows["rest"]["before_ms"]) < 2.0, rows
+    assert rows["rest"]["after_ms"] == pytest.approx(rows["rest"]["before_ms"]), rows

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 import torch
@@ -163,12 +162,9 @@ def test_kernels_written_as_plain_functions(tmp_path):
     assert by_name["aten::linear"].kind == "matmul" and by_name["aten::scaled_dot_product_attention"].calls == 2
 
 
-def test_llama_example_profiles_in_seconds_with_every_kind():
-    t0 = time.perf_counter()
+def test_llama_example_profiles_with_every_kind():
     loaded = load_model(example_path("llama"), "cpu")
     result = profile_model(loaded, warmup=1, iters=2, ceilings=CEIL)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 60  # a few seconds on an idle machine; generous for a busy CI box
     kinds = {r.kind for r in result.rows}
     assert {"matmul", "rmsnorm", "flash_attention", "fused_mlp", "rotary_embedding", "cross_entropy"} <= kinds
     rows = {r.kind: r for r in result.rows if r.kind != "other"}

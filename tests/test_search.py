@@ -150,9 +150,7 @@ def test_wall_time_and_cost_budgets(env):
     tmp_path, model = env
     session, store = _session(tmp_path, model, EndlessAgent(), worker=FakeWorker(delay_s=0.1), budget_s=0.6,
                               plateau=50)
-    t0 = time.monotonic()
-    session.run()
-    assert time.monotonic() - t0 < 5
+    session.run()  # the agent never runs dry and the plateau is far off: only the budget ends it
     done = _events(store, session.session_id, ev.TargetDone)
     assert done[0].reason == "budget" and "wall-time" in _events(store, session.session_id, ev.Log)[-1].message
 
@@ -403,14 +401,14 @@ def test_headless_prompt_answers_the_gate(env, monkeypatch, capsys):
     assert "kept by user" in out and "rejected by user" in out and "waiting for approval" in out
 
 
-def test_the_loop_itself_costs_little_per_experiment(env):
-    """With a harness that takes no time, what is left is the loop's own cost (events, files, diffs)."""
+def test_a_long_run_of_instant_experiments_records_each_one(env):
+    """With a harness that takes no time, the loop itself (events, files, diffs) runs 40 experiments and
+    records every one (its cost per experiment is measured by scripts/cpu_bench.py, not asserted here)."""
     tmp_path, model = env
     session, store = _session(tmp_path, model, EndlessAgent(), max_experiments=40, plateau=100)
-    t0 = time.perf_counter()
     summary = session.run()
-    per_experiment = (time.perf_counter() - t0) / summary["experiments"]
-    assert summary["experiments"] == 40 and per_experiment < 0.1, per_experiment
+    assert summary["experiments"] == 40
+    assert len(_events(store, session.session_id, ev.CandidateWritten)) == 40
 
 
 def test_the_summary_reports_the_time_per_experiment_and_per_stage(env):
