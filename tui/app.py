@@ -24,6 +24,7 @@ from autokernel.engine.errors import UserError
 from autokernel.engine.session_state import load_timeline
 from autokernel.engine.store import Store, default_db_path
 
+from .screens.dialogs import ConfirmQuit
 from .screens.kernelbench import KernelBenchScreen
 from .screens.live import EventInbox, LiveScreen
 from .screens.replay import ReplayScreen
@@ -47,7 +48,10 @@ class AutokernelApp(App):
 
     CSS_PATH = "app.tcss"
     TITLE = "autokernel"
-    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    # Ctrl-C is how a terminal user (over SSH too) stops a program: it quits as `q` does (a live session asks
+    # first, then stops after its current step, resumable), not Textual's "press ctrl+q" toast.
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+                Binding("ctrl+c", "quit", "Quit", show=False, priority=True)]
 
     def __init__(self, store: Store, mode: str = "sessions", config: dict | None = None,
                  replay: str | None = None, session_factory: SessionFactory | None = None,
@@ -118,11 +122,12 @@ class AutokernelApp(App):
 
     # -- quitting -------------------------------------------------------------------------------
     def action_quit(self) -> None:
-        screen = self.screen
-        if isinstance(screen, LiveScreen):
-            screen.action_quit_session()
-        else:
+        """A live session (under a help or other dialog too) asks first; asked twice, or elsewhere, leave now."""
+        live = next((s for s in reversed(self.screen_stack) if isinstance(s, LiveScreen)), None)
+        if live is None or isinstance(self.screen, ConfirmQuit):
             self.exit()
+        else:
+            live.action_quit_session()
 
     def stop_engine(self) -> None:
         """Ask a running engine to stop (its thread records `stopped` and ends on its own)."""

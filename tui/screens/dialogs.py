@@ -71,7 +71,8 @@ class HelpScreen(ModalScreen[None]):
         lines = [f"[b]{escape(self.intro)}[/]", ""]
         for key, binding in _bindings(self.under):
             lines.append(f"  [b $accent]{escape(key):<12}[/] {escape(binding.description or binding.action)}")
-        lines += ["", "  [b $accent]ctrl+p      [/] command palette (the same actions, by name)",
+        lines += ["", "  [b $accent]ctrl+c      [/] quit, as q (a live session stops after its step, resumable)",
+                  "  [b $accent]ctrl+p      [/] command palette (the same actions, by name)",
                   "  [b $accent]tab         [/] move between panels (the code and log scroll)",
                   "", "[dim]Esc or ? closes this help.[/]"]
         with VerticalScroll():
