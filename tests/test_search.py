@@ -403,7 +403,7 @@ def test_headless_prompt_answers_the_gate(env, monkeypatch, capsys):
 
 def test_a_long_run_of_instant_experiments_records_each_one(env):
     """With a harness that takes no time, the loop itself (events, files, diffs) runs 40 experiments and
-    records every one (its cost per experiment is measured by scripts/cpu_bench.py, not asserted here)."""
+    records every one (its cost per experiment is measured by scripts/loop_bench.py, not asserted here)."""
     tmp_path, model = env
     session, store = _session(tmp_path, model, EndlessAgent(), max_experiments=40, plateau=100)
     summary = session.run()

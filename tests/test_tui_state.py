@@ -104,7 +104,7 @@ def test_timeline_experiment_navigation():
 
 def test_replay_of_a_long_stored_session_reaches_every_step(tmp_path):
     """A 1,000-experiment session opens and any step of it can be shown (how fast is measured by
-    scripts/cpu_bench.py, not asserted here)."""
+    `python -m autokernel.tui.bench_ui`, not asserted here)."""
     store, sid = stored_session(tmp_path / "s.db", experiments=1000)
     row, tl = load_timeline(store, "latest")
     assert row["id"] == sid and tl.final.experiments == 1000
