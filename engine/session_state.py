@@ -52,6 +52,10 @@ class RowView:
     best_speedup: float | None = None  # of the kept kernel vs eager, once one is timed
     meaningful: bool = True
     status: str = ""  # "", target, done reason
+    # The model's speedup measured with this row's kernel swapped in (the IntegrationResult, with the
+    # session's other kept kernels): once there is one it replaces the estimate, until a new best makes it stale.
+    e2e_measured: float | None = None
+    e2e_meaningful: bool = True
 
     @property
     def now_ms(self) -> float:
@@ -62,7 +66,10 @@ class RowView:
 
     @property
     def e2e_now(self) -> float:
-        """End-to-end speedup the kept kernel gives already (Amdahl with the measured speedup)."""
+        """End-to-end speedup the kept kernel gives already: measured once integrated, else Amdahl with the
+        kernel's measured speedup."""
+        if self.e2e_measured is not None:
+            return self.e2e_measured
         if self.best_speedup and self.meaningful:
             return amdahl(self.share, self.best_speedup)
         return 1.0
@@ -380,6 +387,7 @@ class SessionState:
             for r in self.rows:
                 if r.index == t.row:
                     r.best_speedup, r.meaningful = t.best_speedup, t.meaningful
+                    r.e2e_measured = None  # the integration timed the kernel this one replaces
 
     def _on_target_done(self, e: ev.TargetDone) -> None:
         t = self.targets.get(e.target)
@@ -407,7 +415,14 @@ class SessionState:
         self.tokens += e.prompt_tokens + e.completion_tokens
 
     def _on_integration(self, e: ev.IntegrationResult) -> None:
+        """The searched rows whose kernel was swapped in show the measured model speedup (failed: none)."""
         self.integration = e
+        swapped = {r.get("kind") for r in e.replaced if isinstance(r, dict)} if e.correct and e.speedup_eager else set()
+        rows = {t.row: name for name, t in self.targets.items()}
+        for r in self.rows:
+            measured = rows.get(r.index) in swapped
+            r.e2e_measured = float(e.speedup_eager) if measured else None
+            r.e2e_meaningful = bool(e.meaningful)
 
     def _on_error(self, e: ev.ErrorEvent) -> None:
         self.errors += 1

@@ -121,3 +121,24 @@ def test_the_integration_line_reads_as_words():
                              speedup_eager=1.03, meaningful=True)
     level, text = describe(e)
     assert level == "success" and text == "integrated rmsnorm in 9 modules (27 calls): model 31.8 ms, 1.03x vs eager"
+
+
+def test_an_integration_shows_its_measured_speedup_in_the_rows_it_swapped_until_a_new_best():
+    """`e2e now` was an Amdahl estimate only: on the CPU (timings not meaningful) it read 1.000x even after the
+    integration measured the model at 0.88x."""
+    events = list(session_events(12, finish=False))
+    s = fold(events, "x")
+    target_row = s.targets["rmsnorm"].row
+    assert [r.e2e_now for r in s.rows if r.index != target_row] == [1.0] * (len(s.rows) - 1)
+    estimate = s.rows[target_row].e2e_now
+    integrated = ev.IntegrationResult(replaced=[{"kind": "rmsnorm", "modules": 5, "calls": 5}], correct=True,
+                                      model_ms=11.4, eager_ms=10.0, speedup_eager=0.88, meaningful=False)
+    s.apply(integrated)
+    assert s.rows[target_row].e2e_now == 0.88 and not s.rows[target_row].e2e_meaningful
+    assert [r.e2e_now for r in s.rows if r.index != target_row] == [1.0] * (len(s.rows) - 1)
+    assert state_json(s)["rows"][target_row]["e2e_now"] == 0.88  # `autokernel replay --json` reads the same
+    kept = next(e for e in reversed(events) if isinstance(e, ev.Decision) and e.decision == "kept")
+    s.apply(ev.Decision(candidate_id=kept.candidate_id, target="rmsnorm", decision="kept", reason="new best"))
+    assert s.rows[target_row].e2e_now == estimate  # stale: the estimate again, until the next integration
+    failed = fold([*events, ev.IntegrationResult(replaced=integrated.replaced, correct=False, speedup_eager=0.88)])
+    assert failed.rows[target_row].e2e_now == estimate
