@@ -10,16 +10,32 @@ Two ways in:
   (gate/up/down, w_gate/w_up/w_down or w1/w3/w2 linears without bias), rotary-embedding modules
   (`cos`/`sin` tables [max_seq, D], forward(x [B, H, S, D]));
 - function replacement: a TorchFunctionMode, active only during the patched model's forward, routes
-  softmax over the last dim, scaled_dot_product_attention, cross_entropy, matmuls and F.linear
-  (so every nn.Linear) to the kernels.
-A call that does not fit (wrong dtype, dims, flags) falls through to PyTorch. The first call of each
-(site, shapes, dtype) is also run through PyTorch and compared within the kernel's tolerance; a
-kernel that disagrees is never used at that site again, so a wrong match cannot change the output.
+  softmax over the last dim, scaled_dot_product_attention, cross_entropy, matmuls, F.linear (so every
+  nn.Linear) and sums over the last dim to the kernels.
+A call that does not fit (wrong dtype, dims, flags, or one that needs a gradient: a kernel has no
+backward) falls through to PyTorch. The first call of each (site, shapes, dtype) is also run through
+PyTorch and compared within the kernel's tolerance; a kernel that disagrees is never used at that site
+again, so a wrong match cannot change the output.
+
+torch.compile: every kernel type is a custom operator (`torch.library.custom_op`, with a fake
+implementation that gives the output's shape and dtype), one per kind in a namespace of this file's
+own (derived from the module's name, so two exported packages load into one process, and a second
+copy of one gets the next free namespace). While Dynamo traces, a route emits that operator, so
+`torch.compile(patched, fullgraph=True)` sees the whole forward and Inductor fuses around the kernels.
+The operator's implementation is where the first-call check lives: it runs eagerly (the compiled graph
+calls it with real tensors), compares the kernel with PyTorch at the first call of each shape, and
+returns PyTorch's result at a site that disagreed; so a compiled model is as safe as an eager one and
+nothing the trace sees depends on which sites passed. Eager calls run that same implementation
+directly (the dispatcher's ~50 us a call would tax the patched eager forward). `custom_op` rather
+than `triton_op`: a kernel may be CUDA C++ and launches its own kernels, and the check is Python.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
+import weakref
 from collections import defaultdict
 
 import torch
@@ -29,7 +45,7 @@ from torch.overrides import TorchFunctionMode
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _DEFAULT_TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
-FUNCTION_KINDS = ("softmax", "flash_attention", "cross_entropy", "matmul")
+FUNCTION_KINDS = ("softmax", "flash_attention", "cross_entropy", "matmul", "reduce")
 
 
 class KernelEntry:
@@ -94,11 +110,30 @@ def _signature(args):
 
 
 class _Site:
-    """A place a kernel may be used (a module or a function): remembers which calls were verified."""
+    """A place a kernel may be used (a module or a function): remembers which calls were verified.
 
-    def __init__(self, entry, stats, name, verify):
+    `op` names the custom operator (a kind, or "linear" for F.linear on the matmul kernel) and
+    `reference(*op_args)` is what PyTorch computes there (the module's own forward, or the function).
+    Registered by id in `_SITES` (weakly: the patched model owns its sites), which is how the custom
+    operator, called from a compiled graph with nothing but tensors and the id, finds it."""
+
+    def __init__(self, entry, stats, name, verify, op, reference, transposed=None):
         self.entry, self.stats, self.name, self.verify = entry, stats, name, verify
+        self.op, self.reference, self.transposed = op, reference, transposed
         self.good, self.bad = set(), set()
+        self.id = next(_SITE_IDS)
+        _SITES[self.id] = self
+
+    def run(self, args):
+        """The kernel's output for the operator's arguments `args`, where verified, else PyTorch's."""
+        return self.call(_signature(args), lambda: _KERNEL_CALLS[self.op](self, *args),
+                         lambda: self.reference(*args), lambda: self.reference(*_upcast(args)))
+
+    def invoke(self, args):
+        """`run`, through the custom operator while Dynamo traces (so the graph holds the operator)."""
+        if torch.compiler.is_compiling():
+            return _OPS[self.op](*args, self.id)
+        return self.run(args)
 
     def call(self, key, run_kernel, run_reference, run_precise=None):
         """The kernel's output where it is verified to agree at this call's shapes, else PyTorch's.
@@ -138,6 +173,17 @@ class _Site:
         except Exception:  # the original code may not take fp32 inputs (e.g. bf16 weights in a linear)
             return False
         return _close(out, precise, self.entry.tol, same_dtype=False)[0]
+
+
+def _fallback(stats, kind):
+    """Count a call that went to PyTorch (not while tracing: the count is of calls, and Dynamo would
+    have to replay the increment)."""
+    if not torch.compiler.is_compiling():
+        stats.fallbacks[kind] += 1
+
+
+def _needs_grad(*tensors):
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 # -- module replacement ------------------------------------------------------------------------------
@@ -230,56 +276,136 @@ class _Transposed:
         return hit[1]
 
 
+# -- custom operators --------------------------------------------------------------------------------
+# Per operator: its schema (the site id last), the kernel call on the operator's arguments, and the
+# output's (shape, dtype), which the fake implementation allocates and the real one is held to.
+_SCHEMAS = {
+    "rmsnorm": "(Tensor x, Tensor weight, float eps, int site) -> Tensor",
+    "layernorm": "(Tensor x, Tensor weight, Tensor? bias, float eps, int site) -> Tensor",
+    "fused_mlp": "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int site) -> Tensor",
+    "rotary_embedding": "(Tensor x, Tensor cos, Tensor sin, int site) -> Tensor",
+    "softmax": "(Tensor x, int site) -> Tensor",
+    "flash_attention": "(Tensor q, Tensor k, Tensor v, bool causal, int site) -> Tensor",
+    "cross_entropy": "(Tensor x, Tensor target, int site) -> Tensor",
+    "matmul": "(Tensor a, Tensor b, int site) -> Tensor",
+    "linear": "(Tensor x, Tensor weight, int site) -> Tensor",
+    "reduce": "(Tensor x, int site) -> Tensor",
+}
+_KERNEL_CALLS = {
+    "rmsnorm": lambda s, x, w, eps: s.entry.fn(_rows(x, w.numel()), w, eps).reshape(x.shape),
+    "layernorm": lambda s, x, w, b, eps: s.entry.fn(
+        _rows(x, w.numel()), w, b if b is not None else torch.zeros_like(w), eps).reshape(x.shape),
+    "fused_mlp": lambda s, x, g, u, d: s.entry.fn(_rows(x, g.shape[1]), g, u, d).reshape(*x.shape[:-1], d.shape[0]),
+    "rotary_embedding": lambda s, x, cos, sin: s.entry.fn(
+        x, cos[:x.shape[-2]].to(x.dtype).contiguous(), sin[:x.shape[-2]].to(x.dtype).contiguous()),
+    "softmax": lambda s, x: s.entry.fn(_rows(x, x.shape[-1])).reshape(x.shape),
+    "flash_attention": lambda s, q, k, v, causal: s.entry.fn(q.contiguous(), k.contiguous(), v.contiguous(),
+                                                             causal=causal),
+    "cross_entropy": lambda s, x, t: s.entry.fn(x.contiguous(), t.contiguous()).to(x.dtype),
+    "matmul": lambda s, a, b: s.entry.fn(_rows(a, a.shape[-1]), b.contiguous()).reshape(*a.shape[:-1], b.shape[1]),
+    "linear": lambda s, x, w: s.entry.fn(_rows(x, w.shape[1]), s.transposed(w)).reshape(*x.shape[:-1], w.shape[0]),
+    "reduce": lambda s, x: s.entry.fn(_rows(x, x.shape[-1])).reshape(x.shape[:-1]),
+}
+_SAME = lambda x, *rest: (x.shape, x.dtype)  # noqa: E731
+_OUTPUTS = {
+    "rmsnorm": _SAME, "layernorm": _SAME, "rotary_embedding": _SAME, "softmax": _SAME, "flash_attention": _SAME,
+    "fused_mlp": lambda x, g, u, d: ((*x.shape[:-1], d.shape[0]), x.dtype),
+    "cross_entropy": lambda x, t: ((), x.dtype),
+    "matmul": lambda a, b: ((*a.shape[:-1], b.shape[1]), a.dtype),
+    "linear": lambda x, w: ((*x.shape[:-1], w.shape[0]), x.dtype),
+    "reduce": lambda x: (x.shape[:-1], x.dtype),
+}
+_SITES = weakref.WeakValueDictionary()  # site id -> _Site
+_SITE_IDS = itertools.count()
+_OPS = {}  # operator name -> OpOverload, registered on the first patch
+_NAMESPACE = []
+
+
+def _op_impl(*args):
+    """What the compiled graph runs for one of our operators: the site's kernel (checked at the first
+    call of each shape), held to the shape and dtype the fake implementation promised."""
+    site, args = _SITES[args[-1]], args[:-1]
+    shape, dtype = _OUTPUTS[site.op](*args)
+    out = site.run(args)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape):
+        raise RuntimeError(f"{site.name}: PyTorch's result is not one {tuple(shape)} tensor, so a compiled "
+                           f"model cannot take it from the {site.op} operator")
+    out = out.to(dtype).contiguous()
+    ptr = out.untyped_storage().data_ptr()
+    if any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args):
+        out = out.clone()  # an operator's output may not alias its inputs
+    return out
+
+
+def _fake_for(name):
+    def fake(*args):
+        shape, dtype = _OUTPUTS[name](*args[:-1])
+        return args[0].new_empty(shape, dtype=dtype)
+    return fake
+
+
+def namespace():
+    """The custom operators' namespace of this copy of the file (registering them on the first call):
+    `autokernel` in the library, `autokernel_<package>` in an exported one, with `_2`, `_3`... when
+    another copy of the file already holds that name (a package loaded twice)."""
+    if not _NAMESPACE:
+        package = __name__.rpartition(".")[0] or __name__
+        base = "autokernel" if package == "autokernel.engine" else "autokernel_" + re.sub(r"\W", "_", package)
+        ns, n = base, 1
+        while hasattr(getattr(torch.ops, ns), "softmax"):
+            n += 1
+            ns = f"{base}_{n}"
+        for name, schema in _SCHEMAS.items():
+            op = torch.library.custom_op(f"{ns}::{name}", _op_impl, mutates_args=(), schema=schema)
+            op.register_fake(_fake_for(name))
+            _OPS[name] = getattr(getattr(torch.ops, ns), name).default
+        _NAMESPACE.append(ns)
+    return _NAMESPACE[0]
+
+
+def _module_reference(original):
+    return lambda x, *weights: original(x)
+
+
 def _swap_module(name, m, kind, entry, stats, verify):
-    site = _Site(entry, stats, name or type(m).__name__, verify)
     original = m.forward
+    site = _Site(entry, stats, name or type(m).__name__, verify, kind, _module_reference(original))
 
     if kind == "rmsnorm":
         eps = _rmsnorm_eps(m)
 
         def forward(x, *rest, **kw):
             w = m.weight
-            e = eps if eps is not None else torch.finfo(x.dtype).eps
-            if rest or kw or not entry.accepts(x) or x.shape[-1] != w.numel():
-                stats.fallbacks[kind] += 1
+            if rest or kw or not entry.accepts(x, w) or x.shape[-1] != w.numel() or _needs_grad(x, w):
+                _fallback(stats, kind)
                 return original(x, *rest, **kw)
-            return site.call(_signature((x, w)),
-                             lambda: entry.fn(_rows(x, w.numel()), w, e).reshape(x.shape),
-                             lambda: original(x), lambda: original(_upcast(x)))
+            return site.invoke((x, w, eps if eps is not None else torch.finfo(x.dtype).eps))
     elif kind == "layernorm":
         def forward(x, *rest, **kw):
             w, b = m.weight, m.bias
-            if rest or kw or not entry.accepts(x) or x.shape[-1] != w.numel():
-                stats.fallbacks[kind] += 1
+            if rest or kw or not entry.accepts(x, w) or x.shape[-1] != w.numel() or _needs_grad(x, w, b) \
+                    or (b is not None and b.dtype != w.dtype):
+                _fallback(stats, kind)
                 return original(x, *rest, **kw)
-            bias = b if b is not None else torch.zeros_like(w)
-            return site.call(_signature((x, w)),
-                             lambda: entry.fn(_rows(x, w.numel()), w, bias, m.eps).reshape(x.shape),
-                             lambda: original(x), lambda: original(_upcast(x)))
+            return site.invoke((x, w, b, float(m.eps)))
     elif kind == "fused_mlp":
         gate, up, down = _mlp_linears(m)
 
         def forward(x, *rest, **kw):
-            if rest or kw or not entry.accepts(x) or x.shape[-1] != gate.in_features:
-                stats.fallbacks[kind] += 1
+            weights = (gate.weight, up.weight, down.weight)
+            if rest or kw or not entry.accepts(x, *weights) or x.shape[-1] != gate.in_features \
+                    or _needs_grad(x, *weights):
+                _fallback(stats, kind)
                 return original(x, *rest, **kw)
-            return site.call(
-                _signature((x, gate.weight)),
-                lambda: entry.fn(_rows(x, gate.in_features), gate.weight, up.weight, down.weight)
-                .reshape(*x.shape[:-1], down.out_features),
-                lambda: original(x), lambda: original(_upcast(x)))
+            return site.invoke((x, *weights))
     elif kind == "rotary_embedding":
         def forward(x, *rest, **kw):
             cos, sin = _rotary_tables(m)
-            if rest or kw or not entry.accepts(x) or x.dim() != 4 or x.shape[-1] != cos.shape[-1] \
-                    or x.shape[-2] > cos.shape[0]:
-                stats.fallbacks[kind] += 1
+            if rest or kw or not entry.accepts(x, cos, sin) or x.dim() != 4 or x.shape[-1] != cos.shape[-1] \
+                    or x.shape[-2] > cos.shape[0] or _needs_grad(x):
+                _fallback(stats, kind)
                 return original(x, *rest, **kw)
-            seq = x.shape[-2]
-            return site.call(
-                _signature((x,)),
-                lambda: entry.fn(x, cos[:seq].to(x.dtype).contiguous(), sin[:seq].to(x.dtype).contiguous()),
-                lambda: original(x), lambda: original(_upcast(x)))
+            return site.invoke((x, cos, sin))
     else:
         return False
     m.forward = forward
@@ -288,14 +414,31 @@ def _swap_module(name, m, kind, entry, stats, verify):
 
 
 # -- function replacement ----------------------------------------------------------------------------
+# What PyTorch computes for a functional operator's arguments (the calls routed are exactly these).
+_FUNCTION_REFERENCES = {
+    "softmax": lambda x: torch.softmax(x, -1),
+    "flash_attention": lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+    "cross_entropy": lambda x, t: F.cross_entropy(x, t),
+    "matmul": lambda a, b: torch.matmul(a, b),
+    "linear": lambda x, w: F.linear(x, w),
+    "reduce": lambda x: x.sum(-1),
+}
+_FUNCTION_SITES = {"softmax": "softmax", "flash_attention": "scaled_dot_product_attention",
+                   "cross_entropy": "cross_entropy", "matmul": "matmul", "linear": "linear", "reduce": "sum"}
+
+
 class KernelMode(TorchFunctionMode):
     """Routes matching functional calls to the kept kernels while the patched forward runs."""
 
     def __init__(self, kernels, stats, verify=True, transposed=None):
         super().__init__()
         self.kernels, self.stats, self.verify = kernels, stats, verify
-        self.transposed = transposed or _Transposed()
+        transposed = transposed or _Transposed()
         self.sites = {}
+        for op, name in _FUNCTION_SITES.items():
+            kind = "matmul" if op == "linear" else op
+            if kind in kernels:  # made here, not at a first call: Dynamo may be tracing that one
+                self.sites[op] = _Site(kernels[kind], stats, name, verify, op, _FUNCTION_REFERENCES[op], transposed)
         self.routes = {}
         if "softmax" in kernels:
             for f in (F.softmax, torch.softmax, torch.Tensor.softmax):
@@ -308,38 +451,33 @@ class KernelMode(TorchFunctionMode):
             for f in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm):
                 self.routes[f] = self._matmul
             self.routes[F.linear] = self._linear
+        if "reduce" in kernels:
+            for f in (torch.sum, torch.Tensor.sum):
+                self.routes[f] = self._sum
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         route = self.routes.get(func)
         if route is not None:
-            out = route(func, args, kwargs)
+            out = route(args, kwargs)
             if out is not NotImplemented:
                 return out
         return func(*args, **kwargs)
 
-    def _site(self, kind, name):
-        site = self.sites.get(name)
-        if site is None:
-            site = self.sites[name] = _Site(self.kernels[kind], self.stats, name, self.verify)
-        return site
-
     def _fallback(self, kind):
-        self.stats.fallbacks[kind] += 1
+        _fallback(self.stats, kind)
         return NotImplemented
 
-    def _softmax(self, func, args, kwargs):
+    def _softmax(self, args, kwargs):
         entry = self.kernels["softmax"]
         x = args[0] if args else kwargs.get("input")
         dim = args[1] if len(args) > 1 else kwargs.get("dim")
         if len(args) > 2 or kwargs.get("dtype") is not None or not entry.accepts(x) or x.dim() < 1 \
-                or dim not in (-1, x.dim() - 1):
+                or dim not in (-1, x.dim() - 1) or _needs_grad(x):
             return self._fallback("softmax")
-        return self._site("softmax", "softmax").call(
-            _signature((x,)), lambda: entry.fn(_rows(x, x.shape[-1])).reshape(x.shape),
-            lambda: func(*args, **kwargs), lambda: func(*_upcast(args), **_upcast(kwargs)))
+        return self.sites["softmax"].invoke((x,))
 
-    def _sdpa(self, func, args, kwargs):
+    def _sdpa(self, args, kwargs):
         entry = self.kernels["flash_attention"]
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
         a = dict(zip(names, args))
@@ -349,15 +487,11 @@ class KernelMode(TorchFunctionMode):
         scale = a.get("scale")
         if extra or a.get("attn_mask") is not None or a.get("dropout_p", 0.0) or not entry.accepts(q, k, v) \
                 or q.dim() != 4 or q.shape != k.shape or q.shape != v.shape or a.get("enable_gqa") \
-                or (scale is not None and abs(scale - 1 / math.sqrt(q.shape[-1])) > 1e-12):
+                or (scale is not None and abs(scale - 1 / math.sqrt(q.shape[-1])) > 1e-12) or _needs_grad(q, k, v):
             return self._fallback("flash_attention")
-        causal = bool(a.get("is_causal", False))
-        return self._site("flash_attention", "scaled_dot_product_attention").call(
-            _signature((q, k, v, causal)),
-            lambda: entry.fn(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal),
-            lambda: func(*args, **kwargs), lambda: func(*_upcast(args), **_upcast(kwargs)))
+        return self.sites["flash_attention"].invoke((q, k, v, bool(a.get("is_causal", False))))
 
-    def _cross_entropy(self, func, args, kwargs):
+    def _cross_entropy(self, args, kwargs):
         entry = self.kernels["cross_entropy"]
         names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
                  "label_smoothing")
@@ -368,39 +502,50 @@ class KernelMode(TorchFunctionMode):
                 or a.get("reduction", "mean") != "mean" or a.get("label_smoothing", 0.0) \
                 or not entry.accepts(x) or x.dim() != 2 or not isinstance(t, torch.Tensor) \
                 or t.dim() != 1 or t.dtype not in (torch.int64, torch.int32) \
-                or a.get("ignore_index", -100) != -100:
+                or a.get("ignore_index", -100) != -100 or _needs_grad(x):
             # The kernel's contract skips rows whose target is -100 (F.cross_entropy's default), so the
             # call is routed without asking the GPU whether any target is ignored (a host sync).
             return self._fallback("cross_entropy")
-        return self._site("cross_entropy", "cross_entropy").call(
-            _signature((x, t)), lambda: entry.fn(x.contiguous(), t.contiguous()).to(x.dtype),
-            lambda: func(*args, **kwargs), lambda: func(*_upcast(args), **_upcast(kwargs)))
+        return self.sites["cross_entropy"].invoke((x, t))
 
-    def _matmul(self, func, args, kwargs):
+    def _matmul(self, args, kwargs):
         entry = self.kernels["matmul"]
         if kwargs or len(args) != 2:
             return self._fallback("matmul")
         a, b = args
-        if not entry.accepts(a, b) or a.dtype != b.dtype or b.dim() != 2 or a.dim() < 2 or a.shape[-1] != b.shape[0]:
+        if not entry.accepts(a, b) or a.dtype != b.dtype or b.dim() != 2 or a.dim() < 2 or a.shape[-1] != b.shape[0] \
+                or _needs_grad(a, b):
             return self._fallback("matmul")
-        return self._site("matmul", "matmul").call(
-            _signature((a, b)),
-            lambda: entry.fn(_rows(a, a.shape[-1]), b.contiguous()).reshape(*a.shape[:-1], b.shape[1]),
-            lambda: func(*args, **kwargs), lambda: func(*_upcast(args), **_upcast(kwargs)))
+        return self.sites["matmul"].invoke((a, b))
 
-    def _linear(self, func, args, kwargs):
+    def _linear(self, args, kwargs):
         entry = self.kernels["matmul"]
         a = dict(zip(("input", "weight", "bias"), args))
         a.update(kwargs)
         x, w, bias = a.get("input"), a.get("weight"), a.get("bias")
         if set(a) - {"input", "weight", "bias"} or not entry.accepts(x, w) or x.dtype != w.dtype \
-                or w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1]:
+                or w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1] or _needs_grad(x, w, bias):
             return self._fallback("matmul")
+        y = self.sites["linear"].invoke((x, w))
+        return y + bias if bias is not None else y
 
-        def run():
-            y = entry.fn(_rows(x, w.shape[1]), self.transposed(w)).reshape(*x.shape[:-1], w.shape[0])
-            return y + bias if bias is not None else y
-        return self._site("matmul", "linear").call(_signature((x, w)), run, lambda: func(*args, **kwargs), lambda: func(*_upcast(args), **_upcast(kwargs)))
+    def _sum(self, args, kwargs):
+        entry = self.kernels["reduce"]
+        a = dict(zip(("input", "dim", "keepdim"), args))
+        a.update(kwargs)
+        x, dim = a.get("input"), a.get("dim")
+        if isinstance(dim, (tuple, list)) and len(dim) == 1:
+            dim = dim[0]
+        if len(args) > 3 or set(a) - {"input", "dim", "keepdim"} or not entry.accepts(x) or x.dim() < 1 \
+                or not isinstance(dim, int) or dim not in (-1, x.dim() - 1) or _needs_grad(x):
+            return self._fallback("reduce")
+        y = self.sites["reduce"].invoke((x,))
+        return y.unsqueeze(-1) if a.get("keepdim") else y
+
+
+def _unwrap(model):
+    """The module a `torch.compile`d model wraps (its `forward` is Dynamo's: patch the one it calls)."""
+    return getattr(model, "_orig_mod", model)
 
 
 def patch(model, kernels, verify=True):
@@ -408,7 +553,11 @@ def patch(model, kernels, verify=True):
 
     Module-level swaps are permanent; the functional routes are active only inside the model's
     forward (its `forward` is wrapped in the KernelMode), so nothing outside the model is touched.
+    `model` may be the result of `torch.compile`: the module it wraps is patched, and Dynamo's guards
+    on that module's forward compile it again, with the kernels, at the next call.
     """
+    namespace()  # the custom operators exist before anything is traced
+    model = _unwrap(model)
     table = {k: (v if isinstance(v, KernelEntry) else KernelEntry(k, v)) for k, v in kernels.items()}
     stats = PatchStats()
     for name, m, kind in _module_plan(model, table):
