@@ -119,8 +119,9 @@ def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], 
 
 
 def export_session(store: Store, ref: str, out_dir: str | Path, force: bool = False) -> dict[str, Any]:
-    """Write the package for session `ref` (id, prefix or `latest`) into `out_dir`; returns what was written."""
-    session = store.session(ref)
+    """Write the package for session `ref` (id, prefix or `latest`: the newest optimize session, since only
+    those keep kernels) into `out_dir`; returns what was written."""
+    session = store.session(ref, kind="optimize")
     if session["kind"] != "optimize":
         raise UserError(f"session {session['id']} is a {session['kind']} session: only optimize sessions have kernels")
     state = SearchState.from_events(session["id"], store.iter_events(session["id"]))

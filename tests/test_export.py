@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from autokernel.engine import events as ev
 from autokernel.engine import kernel_patch
 from autokernel.engine.session import OptimizeSession, SessionConfig
 from autokernel.engine.store import Store
@@ -127,6 +129,43 @@ print("ok")
     again = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", sid, "--db", str(tmp_path / "s.db"),
                             "-o", str(out), "--force"], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "autokernel.engine.cli", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_export_latest_is_the_newest_optimize_session_not_a_newer_profile(session_with_softmax):
+    """`export latest` took the newest session of any kind: after a profile it said "... is a profile
+    session: only optimize sessions have kernels"."""
+    tmp_path, sid = session_with_softmax
+    db = str(tmp_path / "s.db")
+    store = Store(db)
+    for kind in ("bench", "profile"):  # what later `autokernel bench` and `autokernel profile` runs add
+        time.sleep(0.01)
+        newer = store.create_session(ev.SessionStarted(kind=kind, model=str(tmp_path / "model.py")))
+        store.finish_session(newer, "completed", {"total_ms": 1.5, "top": "softmax"} if kind == "profile" else {})
+    assert store.sessions()[0]["kind"] == "profile"
+    proc = _cli("export", "latest", "--db", db, "-o", str(tmp_path / "k"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["session_id"] == sid
+    proc = _cli("export", newer, "--db", db, "-o", str(tmp_path / "k2"))  # named explicitly: still refused
+    assert proc.returncode == 2 and "is a profile session: only optimize sessions have kernels" in proc.stderr
+    # the list says what each row holds, so the profile rows read as profiles and the search as a search
+    listed = {e["kind"]: e["holds"] for e in json.loads(_cli("sessions", "--db", db, "--json").stdout)}
+    assert listed["profile"] == "profile: 1.5 ms per forward, top softmax"
+    assert listed["optimize"].endswith("kept softmax 2.00x") and listed["bench"].startswith("starter timings")
+    table = _cli("sessions", "--db", db).stdout
+    assert "profile: one `autokernel profile` run" in table and "kept softmax" in table
+
+
+def test_export_latest_without_an_optimize_session_says_so(tmp_path):
+    db = tmp_path / "s.db"
+    store = Store(db)
+    store.finish_session(store.create_session(ev.SessionStarted(kind="profile")), "completed", {})
+    proc = _cli("export", "latest", "--db", str(db), "-o", str(tmp_path / "k"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no optimize session in" in proc.stderr
 
 
 def test_export_errors_are_one_line(tmp_path):

@@ -10,7 +10,7 @@ HELP = "write a session's kept kernels as a plain Python package with patch(mode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session", metavar="SESSION", help="session id, unique id prefix, or `latest`")
+    p.add_argument("session", metavar="SESSION", help="optimize session id, unique id prefix, or `latest` (the newest optimize session)")
     p.add_argument("-o", "--output", metavar="DIR", required=True,
                    help="folder to write (its name becomes the package name)")
     p.add_argument("--force", action="store_true", help="replace DIR if it holds an earlier export")

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 
+from ..session_holds import KINDS, holds
 from .common import add_db_flag, add_json_flag, open_store, print_json
 
 HELP = "list recorded sessions (profile, optimize, ...), newest first"
@@ -23,7 +24,7 @@ def _entry(row: dict) -> dict:
         "id": row["id"], "kind": row["kind"], "model": row["model"], "status": row["status"],
         "created": row["created"], "updated": row["updated"], "device": row["device"],
         "device_name": row["device_name"], "agent": row["agent"], "events": row["n_events"],
-        "summary": row["summary"],
+        "holds": holds(row), "summary": row["summary"],
     }
 
 
@@ -44,11 +45,16 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"no sessions in {store.path}")
         return 0
     table = Table(title=f"sessions in {store.path}", title_justify="left")
-    for col in ("id", "kind", "model", "status", "created", "events"):
+    for col in ("id", "kind", "model", "status", "created", "holds"):
         table.add_column(col, no_wrap=col in ("id", "created"))
     for r in rows:
         model = r["model"].rsplit("/", 1)[-1] if r["model"] else ""
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"]))
-        table.add_row(r["id"], r["kind"], model, r["status"], created, str(r["events"]))
+        table.add_row(r["id"], r["kind"], model, r["status"], created, r["holds"])
     console.print(table)
+    # every command that measures records a session: say what each kind is, so profile rows read as intended
+    for kind in sorted({r["kind"] for r in rows} & set(KINDS)):
+        console.print(f"{kind}: {KINDS[kind]}")
+    if not args.kind and len({r["kind"] for r in rows}) > 1:
+        console.print("--kind optimize (or profile, bench, kernelbench) lists one kind")
     return 0
