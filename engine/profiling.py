@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import torch
 from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler import ProfilerActivity, record_function
 
 from . import amdahl
 from .attribution import (
@@ -28,6 +28,7 @@ from .attribution import (
 )
 from .devices import device_name as _device_name
 from .model_loading import LoadedModel
+from .native_stderr import quiet_profile
 from .roofline import Ceilings, ceilings as _ceilings, floor_ms as _floor_ms
 
 RANGE_PREFIX = "ak::"
@@ -208,7 +209,7 @@ def _profiled_events(model, inputs, ranges: ModuleRanges, device: str, iters: in
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     tries = [True] * STACK_TRIES + [False] if with_stack else [False]
     for n, stack in enumerate(tries, 1):
-        with profile(activities=activities, record_shapes=True, with_stack=stack) as prof:
+        with quiet_profile(activities=activities, record_shapes=True, with_stack=stack) as prof:
             ranges.enabled = True
             try:
                 for _ in range(iters):

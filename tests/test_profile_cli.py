@@ -48,6 +48,13 @@ def test_json_document(llama_run):
     assert {"matmul", "rmsnorm", "flash_attention", "fused_mlp", "rotary_embedding", "cross_entropy"} <= kinds
 
 
+def test_stderr_has_no_kineto_lines(llama_run):
+    """Every profile printed torch's `USDT: ... profiler_start/stop` lines: not the user's business."""
+    p, _ = llama_run
+    assert p.returncode == 0, p.stderr
+    assert "USDT" not in p.stderr and "profiler_st" not in p.stderr and "External init callback" not in p.stderr
+
+
 def test_session_is_stored_and_listed(llama_run):
     p, db = llama_run
     doc = json.loads(p.stdout)
@@ -56,6 +63,7 @@ def test_session_is_stored_and_listed(llama_run):
     listed = json.loads(s.stdout)
     entry = next(e for e in listed if e["id"] == doc["session"])
     assert entry["kind"] == "profile" and entry["status"] == "completed" and entry["events"] == 3
+    assert entry["holds"] == f"profile: {doc['total_ms']:.4g} ms per forward, top {doc['rows'][0]['name']}"
     assert entry["model"].endswith("llama.py")
     store = Store(db)
     types = [e.type for _, e in store.events(doc["session"])]
@@ -79,7 +87,8 @@ def test_table_and_newest_first(tmp_path, capsys, monkeypatch):
     listed = json.loads(capsys.readouterr().out)
     assert len(listed) == 2 and listed[0]["created"] >= listed[1]["created"]
     assert cli.main(["sessions", "--db", db]) == 0
-    assert "profile" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "profile: one `autokernel profile` run" in table and table.count("ms per forward, top") == 2
 
 
 def test_a_failed_load_is_a_failed_session(tmp_path, capsys, monkeypatch):

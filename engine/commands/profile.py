@@ -133,5 +133,5 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print_table(result, path.name, args.top)
-        print(f"session {sid}", file=sys.stderr)
+        print(f"saved as profile session {sid} (autokernel replay {sid} shows it again)", file=sys.stderr)
     return 0
