@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
+from . import coverage
 from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -504,15 +505,23 @@ def stage_smoke(ctx: CheckContext) -> str:
     return f"{_fmt_shape(ctx.spec.smoke_shape)}, {_dtype_name(dtype)}"
 
 
-def _sweep_shapes(ctx: CheckContext) -> tuple[list[dict], int]:
-    shapes = [s for s in ctx.spec.sweep_shapes if ctx.fits(s)]
-    skipped = len(ctx.spec.sweep_shapes) - len(shapes)
-    for s in ctx.extra_shapes:
-        if ctx.fits(s, allowance=4.0) and s not in shapes:
-            shapes.append(dict(s))
-        elif s not in shapes:
-            skipped += 1
-    return shapes, skipped
+def _sweep_shapes(ctx: CheckContext) -> tuple[list[dict], list[dict]]:
+    """(shapes to run, shapes not run at full size) of the sweep and the extra (target) shapes, which get
+    a larger allowance; on the interpreter a shape too large runs as a stand-in (`engine/coverage.py`)."""
+    run, unrun = coverage.plan(ctx.spec.sweep_shapes, ctx.spec.batch_dims, ctx.fits)
+    more, more_unrun = coverage.plan(ctx.extra_shapes, ctx.spec.batch_dims, lambda s: ctx.fits(s, allowance=4.0))
+    return run + [s for s in more if s not in run], coverage.merge(unrun, more_unrun)
+
+
+def _edge_shapes(ctx: CheckContext) -> tuple[list[dict], list[dict]]:
+    return coverage.plan(ctx.spec.edge_shapes, ctx.spec.batch_dims, ctx.fits)
+
+
+def unrun_shapes(ctx: CheckContext) -> tuple[list[dict], int]:
+    """Every shape of the stages not run at full size (with its stand-in, if any), and how many distinct
+    shapes the stages name: what a verdict must admit it did not check."""
+    total = coverage.total_shapes([ctx.spec.smoke_shape], ctx.spec.sweep_shapes, ctx.extra_shapes, ctx.spec.edge_shapes)
+    return coverage.merge(_sweep_shapes(ctx)[1], _edge_shapes(ctx)[1]), total
 
 
 def _refill(args: tuple, fresh: tuple) -> None:
@@ -547,15 +556,15 @@ def reuse_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> None:
 
 
 def stage_shape_sweep(ctx: CheckContext) -> str:
-    shapes, skipped = _sweep_shapes(ctx)
+    shapes, unrun = _sweep_shapes(ctx)
     # The smoke shape again, on fresh inputs: a kernel that caches its first answer fails here.
     trial(ctx, ctx.spec.smoke_shape, _dtypes(ctx)[0])
     reuse_trial(ctx, ctx.spec.smoke_shape, _dtypes(ctx)[0])
     for shape in shapes:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype)
-    note = f"; {skipped} shape(s) too large for the CPU interpreter skipped" if skipped else ""
-    return f"{len(shapes)} shapes x {_dtypes_text(ctx)}{note}"
+    note = coverage.describe(unrun)
+    return f"{len(shapes)} shapes x {_dtypes_text(ctx)}" + (f"; {note}" if note else "")
 
 
 def _stability_shapes(ctx: CheckContext) -> list[dict]:
@@ -615,7 +624,7 @@ def stage_determinism(ctx: CheckContext) -> str:
 
 
 def stage_edge_cases(ctx: CheckContext) -> str:
-    shapes = [s for s in ctx.spec.edge_shapes if ctx.fits(s)]
+    shapes, unrun = _edge_shapes(ctx)
     if not ctx.spec.edge_shapes and not ctx.spec.noncontiguous_views:
         return f"skipped: {ctx.spec.name} has no edge shapes or non-contiguous views (its inputs are fixed)"
     for shape in shapes:
@@ -626,7 +635,9 @@ def stage_edge_cases(ctx: CheckContext) -> str:
     for shape in views:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype, noncontig=True)
-    return f"{len(shapes)} edge shapes and {len(views)} non-contiguous views x {_dtypes_text(ctx)}"
+    note = coverage.describe(unrun)
+    return f"{len(shapes)} edge shapes and {len(views)} non-contiguous views x {_dtypes_text(ctx)}" + (
+        f"; {note}" if note else "")
 
 
 STAGE_FUNCS: dict[str, Callable[[CheckContext], str]] = {

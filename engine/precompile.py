@@ -48,7 +48,7 @@ def specializations(ctx: harness.CheckContext) -> list[tuple[dict, Any]]:
     dtypes = harness._dtypes(ctx)
     sweep, _ = harness._sweep_shapes(ctx)
     shapes = [ctx.spec.smoke_shape, *sweep, *harness._stability_shapes(ctx),
-              *[s for s in ctx.spec.edge_shapes if ctx.fits(s)]]
+              *harness._edge_shapes(ctx)[0]]
     seen, pairs = set(), []
     for shape in shapes:
         for dtype in dtypes:

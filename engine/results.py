@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from .coverage import describe
+
 # The five stages, in order. A candidate must pass all of them before it is timed.
 STAGES = ("smoke", "shape_sweep", "stability", "determinism", "edge_cases")
 
@@ -38,6 +40,11 @@ class CheckReport:
     candidate: str  # path or label
     stages: list[StageOutcome] = field(default_factory=list)
     error: str = ""  # why the candidate could not even be loaded (syntax error, missing kernel_fn, ...)
+    # Shapes of the stages not run at full size (too large for the CPU interpreter), each
+    # {"shape": {...}, "checked_as": the smaller stand-in that ran, or None}; and how many distinct
+    # shapes the stages name. A pass with skipped shapes is a pass of what ran, never of all five stages.
+    skipped_shapes: list[dict] = field(default_factory=list)
+    shapes_total: int = 0
 
     @property
     def passed(self) -> bool:
@@ -47,9 +54,20 @@ class CheckReport:
     def first_failure(self) -> StageOutcome | None:
         return next((s for s in self.stages if not s.passed and s.status != SKIPPED), None)
 
+    def coverage(self) -> str:
+        """What a pass covered, for the verdict line: 'all five stages', or the five stages on N of M shapes
+        with every shape not run at full size named (and how it was checked, if at all)."""
+        if not self.skipped_shapes:
+            return "all five stages"
+        full = max(self.shapes_total - len(self.skipped_shapes), 0)
+        return (f"the five stages on {full} of {self.shapes_total} shapes at full size "
+                f"({describe(self.skipped_shapes)}; run on a GPU to check them)")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
+            "coverage": self.coverage() if self.passed else "",
+            "skipped_shapes": self.skipped_shapes,
             "kernel": self.kernel,
             "backend": self.backend,
             "device": self.device,

@@ -211,6 +211,8 @@ class Worker:
                 o = StageOutcome(**msg[1])
                 done[o.name] = o
                 notify(o.name, o.status, o.detail, o.seconds)
+            elif kind == "coverage":  # the shapes the stages will not run at full size (CPU interpreter)
+                report.skipped_shapes, report.shapes_total = msg[1]["skipped_shapes"], msg[1]["shapes_total"]
             elif kind == "load_error":
                 report.error = msg[1]
                 o = StageOutcome(STAGES[0], FAIL, msg[1])
@@ -379,6 +381,8 @@ def _serve(conn: _Duplex, device: str) -> None:
                 if kind == "check":
                     ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
                                                dtypes=_screen_dtypes(spec, req.get("dtypes")))
+                    unrun, total = harness.unrun_shapes(ctx)
+                    conn.send(("coverage", {"skipped_shapes": unrun, "shapes_total": total}))
                     if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
                         precompile.warm(ctx, sys.modules.get(req["module"]))
                     for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),

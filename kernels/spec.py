@@ -130,6 +130,10 @@ class KernelSpec:
     # (a whole problem gets only its own get_inputs(), which are contiguous).
     stability_modes: tuple[str, ...] = tuple(m for m in INPUT_MODES if m != "normal")
     noncontiguous_views: bool = True
+    # Dims that mostly repeat the same work (the rows of a row-wise kernel): a kernel usually picks its code
+    # path by the others, so the CPU interpreter checks a shape too large for it with these cut to a few
+    # (`engine/coverage.py`), and says that it did (a path chosen by the row count may still go unseen).
+    batch_dims: tuple[str, ...] = ()
 
     @property
     def eager(self) -> Callable[..., torch.Tensor]:

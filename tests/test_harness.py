@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.engine.results import STAGES
+from autokernel.engine import coverage
+from autokernel.engine.results import STAGES, CheckReport, StageOutcome
 from autokernel.engine.worker import Worker
 from autokernel.kernels import get_spec
 
@@ -107,9 +108,39 @@ def test_check_cli_exit_codes_and_json():
     doc = json.loads(ok.stdout)
     assert doc["passed"] is True and [s["name"] for s in doc["stages"]] == list(STAGES)
     assert all({"name", "passed", "detail"} <= set(s) for s in doc["stages"])
+    # the interpreter ran the wide rows only cut down to one row: the verdict says so, never "all five"
+    wide = {"shape": {"rows": 4096, "cols": 50257}, "checked_as": {"rows": 1, "cols": 50257}}
+    assert wide in doc["skipped_shapes"] and "all five" not in doc["coverage"]
+    assert "rows=4096,cols=50257 as rows=1" in doc["stages"][1]["detail"]
     bad = _cli("check", str(BAD / "noise.py"), "--kernel", "softmax", "--device", "cpu", "--json")
     assert bad.returncode == 1 and json.loads(bad.stdout)["passed"] is False
     unknown = _cli("check", "--kernel", "nope", "--device", "cpu")
     assert unknown.returncode == 2 and "unknown kernel" in unknown.stderr and "Traceback" not in unknown.stderr
     missing = _cli("check", "missing.py", "--kernel", "softmax", "--device", "cpu")
     assert missing.returncode == 2 and "missing.py" in missing.stderr
+
+
+def test_check_never_claims_all_five_stages_for_a_bug_only_wide_rows_reach():
+    """The softmax starter with a x1.01 bug on its path for rows above 32768 columns (issue 20): no sweep
+    shape that reaches it fits the interpreter at full size, so a check that skipped them passed it."""
+    r = _cli("check", str(BAD / "wide_row_bug.py"), "--kernel", "softmax", "--device", "cpu")
+    assert "all five stages" not in r.stdout + r.stderr
+    assert r.returncode == 1 and "FAILED" in r.stdout, r.stdout + r.stderr
+    assert "cols=50257" in r.stderr and "max abs error" in r.stderr  # caught on the one-row stand-in
+
+
+def test_a_pass_with_shapes_not_run_names_them_and_what_ran_instead():
+    def fits(shape):
+        return shape["rows"] * shape["cols"] <= 70_000
+
+    run, unrun = coverage.plan([{"rows": 4, "cols": 64}, {"rows": 4096, "cols": 50257}, {"rows": 2, "cols": 99999},
+                                {"rows": 1024, "cols": 32000}, {"rows": 4, "cols": 32000}], ("rows",), fits)
+    assert run == [{"rows": 4, "cols": 64}, {"rows": 1, "cols": 50257}, {"rows": 2, "cols": 32000}]
+    assert unrun[1] == {"shape": {"rows": 2, "cols": 99999}, "checked_as": None}
+    report = CheckReport("softmax", "triton", "cpu", "c.py",
+                         stages=[StageOutcome(s, "pass") for s in STAGES], skipped_shapes=unrun, shapes_total=9)
+    assert report.passed and "all five" not in report.coverage()
+    assert report.coverage().startswith("the five stages on 5 of 9 shapes at full size")
+    assert "rows=4096,cols=50257 as rows=1" in report.coverage()
+    assert "not checked: rows=2,cols=99999" in report.coverage() and "run on a GPU" in report.coverage()
+    assert CheckReport("softmax", "triton", "cuda", "c.py").coverage() == "all five stages"

@@ -72,6 +72,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_json())
     else:
-        verdict = "[green]PASSED[/] all five stages" if report.passed else "[red]FAILED[/]"
+        verdict = f"[green]PASSED[/] {escape(report.coverage())}" if report.passed else "[red]FAILED[/]"
         Console().print(f"{escape(path.name)}: {verdict}")
     return 0 if report.passed else 1

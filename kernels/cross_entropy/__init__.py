@@ -63,6 +63,7 @@ SPEC = KernelSpec(
     flops=flops,
     metric="GB/s",
     smoke_shape={"rows": 8, "vocab": 1000},
+    batch_dims=("rows",),
     sweep_shapes=(
         {"rows": 4, "vocab": 512},
         {"rows": 37, "vocab": 3001},

@@ -50,6 +50,7 @@ SPEC = KernelSpec(
     flops=flops,
     metric="GB/s",
     smoke_shape={"rows": 8, "cols": 1024},
+    batch_dims=("rows",),
     sweep_shapes=(
         {"rows": 4, "cols": 64},
         {"rows": 37, "cols": 1000},

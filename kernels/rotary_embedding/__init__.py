@@ -72,6 +72,7 @@ SPEC = KernelSpec(
     flops=flops,
     metric="GB/s",
     smoke_shape={"batch": 1, "heads": 2, "seq": 16, "head_dim": 64},
+    batch_dims=("batch", "heads"),
     sweep_shapes=(
         {"batch": 1, "heads": 1, "seq": 8, "head_dim": 64},
         {"batch": 2, "heads": 4, "seq": 37, "head_dim": 64},
