@@ -18,7 +18,6 @@ import importlib.util
 import math
 import secrets
 import sys
-import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
-from . import coverage
+from . import coverage, guards
 from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -332,6 +331,20 @@ def _host_copies_watched(tracker: "LaunchTracker") -> Iterator[list[str]]:
                 delattr(torch.Tensor, name)
 
 
+def _refuse_what_escapes(out: Any, threads: str) -> None:
+    """Outputs that compute when read, work left on a thread, replaced library functions: each would let
+    the values come out right while the call (and so the timer) does none of the work."""
+    changed = guards.replaced()
+    if changed:
+        raise TrialFailure(guards.replaced_reason(changed, "during a call"))
+    for k, o in enumerate(as_list(out)):
+        why = guards.output_refusal(o)
+        if why:
+            raise TrialFailure(f"{why}{f' (output {k})' if several(out) else ''}")
+    if threads:
+        raise TrialFailure(threads)
+
+
 def call_watched(ctx: CheckContext, args: tuple) -> Any:
     """Call the candidate, recording its PyTorch ops and counting its kernel launches."""
     tracker = launch_tracker()
@@ -342,9 +355,11 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
     tracker.off_stream = 0
     if ctx.device == "cuda":
         tracker.expected_stream = torch.cuda.current_stream().cuda_stream
+    threads_before = guards.thread_snapshot()
     try:
         with _host_copies_watched(tracker) as host_copies, rec:
             out = ctx.kernel_fn(*args)
+        threads = guards.threads_left(threads_before)  # before the sync: a thread may be about to finish
         _sync(ctx.device)
     finally:
         tracker.recorder = None
@@ -370,6 +385,7 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
             f"computes with PyTorch ops ({', '.join('aten::' + o for o in compute_ops[:4])}) instead of its own kernel")
     if rec.device_moves:
         raise TrialFailure(f"moves data off the device ({rec.device_moves[0]}): the work must run in its own kernel")
+    _refuse_what_escapes(out, threads)
     if tracker.launches > before:
         ctx.own_kernel_seen = True
     elif not ctx.own_kernel_seen:
@@ -461,12 +477,12 @@ def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "norma
 # -- the five stages -------------------------------------------------------------------------
 
 def _stage(name: str, body: Callable[[], str], entry: str = "kernel_fn") -> StageOutcome:
-    t0 = time.perf_counter()
+    t0 = guards.perf_counter()
     try:
         detail = body()
-        return StageOutcome(name, PASS, detail, time.perf_counter() - t0)
+        return StageOutcome(name, PASS, detail, guards.perf_counter() - t0)
     except TrialFailure as e:
-        return StageOutcome(name, FAIL, str(e), time.perf_counter() - t0)
+        return StageOutcome(name, FAIL, str(e), guards.perf_counter() - t0)
     except DeviceFault:
         raise
     except Exception as e:  # the candidate raised: a failure with its own message
@@ -475,7 +491,7 @@ def _stage(name: str, body: Callable[[], str], entry: str = "kernel_fn") -> Stag
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f" ({Path(f.filename).name}:{f.lineno})" for f in reversed(tb) if "autokernel" not in f.filename), "")
         return StageOutcome(name, FAIL, f"{entry} raised {type(e).__name__}: {_first_line(e)}{where}",
-                            time.perf_counter() - t0)
+                            guards.perf_counter() - t0)
 
 
 class DeviceFault(Exception):
@@ -663,37 +679,3 @@ def run_stages(ctx: CheckContext, on_start: Callable[[str], None] = lambda s: No
             failed = outcome.status != PASS
         on_end(outcome)
         yield outcome
-
-
-def _watched_namespaces() -> dict[str, Any]:
-    """torch's public namespaces and every loaded autokernel module (the harness, the timer, the specs and
-    their references), with the classes those modules define: what a candidate could replace to change
-    the reference, the comparison or the verdict."""
-    import torch.nn.functional as F
-
-    out: dict[str, Any] = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith("autokernel."):
-            continue
-        out[name] = module
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                out[f"{name}.{attr}"] = value
-    return out
-
-
-@contextmanager
-def torch_untouched() -> Iterator[list[str]]:
-    """Yields a list that, after the block, names what the candidate replaced in torch or in the
-    harness's own modules (a candidate that monkeypatches could change the reference it is compared
-    with, or the comparison itself). In-process, so it raises the bar rather than proving anything:
-    a candidate determined to subvert the process it runs in can; the search never writes such code."""
-    watched = _watched_namespaces()
-    before = {(m, n): v for m, obj in watched.items() for n, v in list(vars(obj).items()) if not n.startswith("__")}
-    changed: list[str] = []
-    try:
-        yield changed
-    finally:
-        for (m, n), v in before.items():
-            if vars(watched[m]).get(n) is not v:
-                changed.append(f"{m}.{n}")

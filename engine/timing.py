@@ -22,13 +22,13 @@ from __future__ import annotations
 import math
 import secrets
 import statistics
-import time
 from typing import Any, Callable
 
 import torch
 
 from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
+from .guards import output_refusal, perf_counter, thread_snapshot, threads_left
 from .harness import launch_tracker
 from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
@@ -132,15 +132,15 @@ def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args
             out = fn(*args)
             end.record()
             return -1.0, out, args, (start, end)
-        t0 = time.perf_counter()
+        t0 = perf_counter()
         out = fn(*args)
-        return (time.perf_counter() - t0) * 1e3, out, args, None
+        return (perf_counter() - t0) * 1e3, out, args, None
 
     if device != "cuda":
         one()  # warm-up (and the interpreter's first-call work)
         samples, last = [], None
-        budget = time.perf_counter() + 2.0
-        while len(samples) < 3 or (time.perf_counter() < budget and len(samples) < 20):
+        budget = perf_counter() + 2.0
+        while len(samples) < 3 or (perf_counter() < budget and len(samples) < 20):
             ms, out, args, _ = one()
             samples.append(ms)
             last = (out, args)
@@ -148,18 +148,18 @@ def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args
     # Warm up for WARMUP_MS of device work (not a fixed count: a 30 us kernel's three calls left the GPU
     # at the clocks it idles at after a compile, and the H100 bench's first shape of a kernel came out 2-3x
     # slow), then estimate, then as many timed calls as fit in rep_ms (10 to 1000).
-    start, calls = time.perf_counter(), 0
-    while calls < 3 or ((time.perf_counter() - start) * 1e3 < warmup_ms and calls < 20000):
+    start, calls = perf_counter(), 0
+    while calls < 3 or ((perf_counter() - start) * 1e3 < warmup_ms and calls < 20000):
         one()
         calls += 1
         if calls % 16 == 0:
             torch.cuda.synchronize()  # keep the host from queueing far ahead of what the GPU has done
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     for _ in range(5):
         one()
     torch.cuda.synchronize()
-    per_call = (time.perf_counter() - t0) * 1e3 / 5
+    per_call = (perf_counter() - t0) * 1e3 / 5
     n = max(10, min(1000, int(rep_ms / max(per_call, 1e-3))))
     pairs, out, args = [], None, ()
     for _ in range(n):
@@ -174,11 +174,11 @@ def wall_clock_ms(fn: Callable[..., Any], sets: list[tuple], n: int) -> float:
     side stream is invisible to events on the default stream, but not to this."""
     call = _rotating(fn, sets)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     for _ in range(n):
         call()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3 / n
+    return (perf_counter() - t0) * 1e3 / n
 
 
 def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: tuple[int, ...] = (0,),
@@ -211,7 +211,7 @@ def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample:
     key = (spec.name, spec.eager, tuple(sorted(shape.items())), dtype)
     if key in _COMPILED:
         return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), 0.0
-    t0 = time.perf_counter()
+    t0 = perf_counter()
     try:
         fn = torch.compile(spec.eager, dynamic=False)
         fn(*sample)
@@ -221,7 +221,7 @@ def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample:
     except Exception as e:  # no compiler, an unsupported op...: say so, never crash the bench
         _COMPILED[key] = None
         _COMPILE_ERRORS[key] = f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
-    return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), time.perf_counter() - t0
+    return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), perf_counter() - t0
 
 
 def _achieved(spec: KernelSpec, shape: dict, dtype: torch.dtype, ms: float) -> float:
@@ -246,6 +246,8 @@ def check_timed_output(spec: KernelSpec, out: Any, args: tuple, dtype: torch.dty
     except OutputCountError as e:
         raise RuntimeError(f"{wrong} (it {e})") from None
     for name, o, r in pairs:
+        if output_refusal(o):
+            raise RuntimeError(f"{wrong}: it {output_refusal(o)}")
         if not isinstance(o, torch.Tensor) or o.shape != r.shape or not torch.allclose(o.double(), r.double(), atol=atol, rtol=rtol):
             raise RuntimeError(f"{wrong} ({name})" if name else wrong)
 
@@ -270,12 +272,16 @@ def _time_kernel(spec: KernelSpec, kernel_fn: Callable[..., Any], sets: list[tup
     tracker.off_stream = 0
     if device == "cuda":
         tracker.expected_stream = torch.cuda.current_stream().cuda_stream
+    threads_before = thread_snapshot()
     try:
         kernel_ms, note, out, args = time_ms(kernel_fn, sets, device, spec.data_args, again=again)
     finally:
         tracker.expected_stream = None
     if tracker.off_stream:
         raise RuntimeError("the kernel launched on a side stream when timed: the timer's stream never waits for it")
+    threads = threads_left(threads_before, "after the timed calls")
+    if threads:
+        raise RuntimeError(f"the kernel {threads}")
     check_timed_output(spec, out, args, dtype)
     return kernel_ms, note
 

@@ -347,7 +347,7 @@ def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
 def _serve(conn: _Duplex, device: str) -> None:
     from dataclasses import asdict
 
-    from . import harness, precompile, timing
+    from . import guards, harness, precompile, timing  # guards first of all: its clocks are the clean ones
 
     harness.launch_tracker()
     try:  # dynamo replaces a few torch functions when first imported: let that happen before any watch
@@ -371,11 +371,16 @@ def _serve(conn: _Duplex, device: str) -> None:
                 conn.send(("result", why))
                 traceback.print_exc()
                 continue
-            with harness.torch_untouched() as changed:
+            threads_before = guards.thread_snapshot()
+            with guards.untouched() as watch:
                 try:
                     fn = harness.bind_candidate(spec, harness.load_candidate(req["path"], req["module"], spec.entry))
+                    _refuse_at_import(guards, threads_before)
                 except harness.CandidateError as e:
                     conn.send(("load_error", str(e)))
+                    if guards.replaced() or guards.threads_left(threads_before):
+                        conn.send(("result", str(e), "exiting"))  # what it left behind stays in this process
+                        return
                     conn.send(("result", str(e)))
                     continue
                 if kind == "check":
@@ -393,11 +398,15 @@ def _serve(conn: _Duplex, device: str) -> None:
                         rec = timing.bench(spec, fn, shape, req["dtype"], device, backend=req["backend"],
                                            with_compile=req.get("with_compile"))
                         conn.send(("record", asdict(rec)))
+            changed = watch.changed()
             if changed:
                 # The candidate replaced torch functions: its verdict, and every later reference in
                 # this process, would be suspect. Reject it and end this worker.
-                conn.send(("result", f"the candidate replaced {', '.join(changed[:3])} (monkeypatching torch or the harness is not allowed)",
+                conn.send(("result", f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
                            "exiting"))
+                return
+            if guards.threads_left(threads_before):  # a later candidate must not share the process with them
+                conn.send(("result", "", "exiting"))
                 return
             conn.send(("result", ""))
         except harness.DeviceFault as e:
@@ -409,6 +418,19 @@ def _serve(conn: _Duplex, device: str) -> None:
                 return
             conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}"))
             traceback.print_exc()
+
+
+def _refuse_at_import(guards: Any, threads_before: tuple) -> None:
+    """A candidate that replaced a module's attribute or left a thread running by the time it was
+    imported (and built) is refused before its first call: either would act behind every check."""
+    from .harness import CandidateError
+
+    changed = guards.replaced()
+    if changed:
+        raise CandidateError(guards.replaced_reason(changed, "at import"))
+    threads = guards.threads_left(threads_before, "after import")
+    if threads:
+        raise CandidateError(threads)
 
 
 def main(argv: list[str]) -> None:

@@ -1,7 +1,8 @@
 """Cheats that survive fresh random inputs, the input-unchanged check and the op recorder's list of
 compute ops, each caught (tests/cheat_candidates/): caches that recognise their inputs by the
 tensor object, address, version counter or by reading values on the host, a shared output buffer,
-torch.compile inside kernel_fn, numpy doing the work (CPU), and a cache used only while nobody watches (caught by the timer)."""
+torch.compile inside kernel_fn, numpy doing the work (CPU), a cache used only while nobody watches (caught by
+the timer), and work done where no timer looks: a lazy tensor subclass, a background thread, a replaced clock."""
 
 from __future__ import annotations
 
@@ -25,6 +26,12 @@ EXPECTED = {
     # compiling), torch 2.11 falls back to eager (caught calling the reference op)
     "compiled_ref.py": ("smoke", ("runs torch.compile", "calls the reference op aten::_softmax")),
     "numpy_ref.py": ("smoke", "copies tensor values to Python/numpy (Tensor.numpy)"),
+    # issue 19: the answer computed where no timer looks, or the timer itself changed
+    "lazy_output.py": ("smoke", "returned a Lazy (a torch.Tensor subclass)"),
+    "background_thread.py": ("smoke", "(fill)) after the call returns"),
+    "import_thread.py": ("smoke", "(_serve)) after import"),
+    "patches_clock.py": ("smoke", "replaced time.perf_counter at import"),
+    "patches_events.py": ("smoke", "replaced torch.cuda.Event.elapsed_time during a call"),
 }
 
 
@@ -42,6 +49,17 @@ def test_cheat_fails_at_the_right_stage(worker, name):
     bad = report.first_failure
     assert bad is not None and (bad.name, bad.status) == (stage, "fail"), f"{name}: {report.to_json()}"
     assert any(w in bad.detail for w in ((words,) if isinstance(words, str) else words)), f"{name}: {bad.detail}"
+
+
+def test_a_worker_left_with_a_candidates_thread_retires_and_the_starter_passes(worker):
+    """A thread the candidate left running could act on the next candidate: the worker ends itself
+    after that check, and the starter passes every guard in the fresh one."""
+    assert not worker.check(str(CHEATS / "raises_brackets.py"), kernel="softmax").passed  # a live worker now
+    restarts = worker.restarts
+    assert not worker.check(str(CHEATS / "background_thread.py"), kernel="softmax").passed
+    report = worker.check(str(get_spec("softmax").starters["triton"]), kernel="softmax")
+    assert report.passed, report.to_json()
+    assert worker.restarts == restarts + 1
 
 
 def test_a_cache_used_only_when_unwatched_is_caught_by_the_timer(worker):

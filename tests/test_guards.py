@@ -1,0 +1,65 @@
+"""The worker's guards in-process (engine/guards.py), and the timer's side of them: a clock replaced by a
+candidate never reaches the timer."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from autokernel.engine import guards, timing
+
+
+class _Subclass(torch.Tensor):
+    pass
+
+
+def test_only_plain_tensors_with_storage_are_outputs():
+    plain = torch.ones(4, 3)
+    assert guards.output_refusal(plain) == ""
+    assert guards.output_refusal(plain.t()) == "" and guards.output_refusal(plain[:, 1]) == ""
+    assert guards.output_refusal(torch.empty(0)) == ""
+    assert "torch.Tensor subclass" in guards.output_refusal(plain.as_subclass(_Subclass))
+    assert "torch.Tensor subclass" in guards.output_refusal(torch.nn.Parameter(plain))
+    assert "meta tensor" in guards.output_refusal(torch.empty(4, device="meta"))
+    assert guards.output_refusal("not a tensor") == ""  # the comparison names that, with the output's position
+
+
+def test_a_thread_still_running_is_named_and_a_finished_one_is_not():
+    before = guards.thread_snapshot()
+    done = threading.Event()
+    t = threading.Thread(target=done.wait, name="filler", daemon=True)
+    t.start()
+    try:
+        why = guards.threads_left(before)
+        assert "left 1 thread(s) running (filler) after the call returns" in why
+    finally:
+        done.set()
+        t.join()
+    assert guards.threads_left(before) == ""
+
+
+def test_a_replaced_attribute_is_named_and_the_original_put_back_is_fine(monkeypatch):
+    with guards.untouched():
+        assert guards.replaced() == []
+        monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+        monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.0)
+        assert {"time.perf_counter", "torch.cuda.Event.elapsed_time"} <= set(guards.replaced())
+        monkeypatch.undo()
+        assert guards.replaced() == []
+    assert guards.replaced() == []  # outside a watch: nothing is watched
+
+
+def test_the_timer_reads_the_clock_taken_before_any_candidate(monkeypatch):
+    seen = []
+    real = time.perf_counter
+
+    def slow():
+        seen.append(1)
+        return real() / 10
+
+    monkeypatch.setattr(time, "perf_counter", slow)  # what patches_clock.py does at import
+    x = torch.randn(8, 64)
+    ms, out, args = timing.time_calls(lambda a: torch.softmax(a, -1), [(x,)], "cpu")
+    assert seen == [] and ms > 0 and out.shape == x.shape
