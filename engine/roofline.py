@@ -85,6 +85,27 @@ def floor_ms(bytes_: float, flops: float, dtype: Any, ceilings: Ceilings) -> flo
     return max(memory_ms, compute_ms, launch_ms, 0.0)
 
 
+# How far under the floor a time may fall before it is impossible: the ceilings are measured (a large
+# copy, the best of a few matmuls, the fastest one-element op), so a kernel can beat them by a little
+# (reads alone outpace a copy's read + write), never by a quarter.
+FLOOR_SLACK = 0.75
+
+
+def impossible_time(kernel_ms: float, bytes_: float, flops: float, dtype: Any, ceilings: Ceilings) -> str:
+    """Why `kernel_ms` cannot be a real time for work of `bytes_` and `flops` on this device, or ''.
+    A time under the speed-of-light floor means the work was not done when timed (a cheat, or work
+    that escaped the timer), so it is refused rather than recorded as a speedup. Only where timing
+    means something (a GPU): on CPU the interpreter's times are not compared with anything."""
+    if not ceilings.meaningful or kernel_ms is None:
+        return ""
+    floor = floor_ms(bytes_, flops, dtype, ceilings)
+    if floor <= 0 or kernel_ms >= FLOOR_SLACK * floor:
+        return ""
+    return (f"measured {kernel_ms:.4g} ms, under the floor of {floor:.4g} ms for this shape ({bytes_ / 1e6:.4g} MB "
+            f"at {ceilings.bandwidth_gbs:.0f} GB/s, {flops / 1e9:.4g} GFLOP at {ceilings.tflops(dtype):.0f} TFLOP/s, "
+            f"{ceilings.launch_us:.3g} us per launch): impossible, so the work was not all timed")
+
+
 # -- the cache --------------------------------------------------------------------------------------
 def cache_dir() -> Path:
     return Path(os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel").expanduser()

@@ -32,7 +32,7 @@ from .guards import output_refusal, perf_counter, thread_snapshot, threads_left
 from .harness import launch_tracker
 from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
-from .roofline import ceilings as device_ceilings, copy_gbs_at
+from .roofline import ceilings as device_ceilings, copy_gbs_at, impossible_time
 
 L2_BYTES = 64 * 1024 * 1024  # larger than the H100's 50 MB and the H200's 60 MB
 MAX_ROTATION_BYTES = 4 * 1024**3
@@ -320,6 +320,9 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         }
         final, note_unsteady = lower_look(first, second)
         kernel_ms, eager_ms, compile_ms = final["candidate"], final["eager"], final["torch.compile"]
+    impossible = impossible_time(kernel_ms, spec.bytes_moved(shape, dtype), spec.flops(shape, dtype), dtype, ceil)
+    if impossible:  # a cheat or a broken timer, never a speedup
+        raise RuntimeError(f"refused: {impossible}")
     ceiling = ceil.tflops(dtype) if spec.metric == "TFLOP/s" else ceil.bandwidth_gbs
     achieved = _achieved(spec, shape, dtype, kernel_ms)
     copy_gbs = copy_gbs_at(spec.bytes_moved(shape, dtype)) if spec.metric == "GB/s" and device == "cuda" else None

@@ -1,14 +1,17 @@
 """The worker's guards in-process (engine/guards.py), and the timer's side of them: a clock replaced by a
-candidate never reaches the timer."""
+candidate never reaches the timer, and a time under the roofline floor is refused, not recorded."""
 
 from __future__ import annotations
 
 import threading
 import time
 
+import pytest
 import torch
 
 from autokernel.engine import guards, timing
+from autokernel.engine.roofline import Ceilings
+from autokernel.kernels import get_spec
 
 
 class _Subclass(torch.Tensor):
@@ -63,3 +66,22 @@ def test_the_timer_reads_the_clock_taken_before_any_candidate(monkeypatch):
     x = torch.randn(8, 64)
     ms, out, args = timing.time_calls(lambda a: torch.softmax(a, -1), [(x,)], "cpu")
     assert seen == [] and ms > 0 and out.shape == x.shape
+
+
+def _gpu_like(bandwidth_gbs: float) -> Ceilings:
+    return Ceilings("test gpu", bandwidth_gbs=bandwidth_gbs, matmul_tflops={"fp32": 1e3, "fp16": 1e3, "bf16": 1e3},
+                    measured=False, device="cuda")
+
+
+def test_a_time_under_the_floor_is_refused_by_bench_not_recorded(monkeypatch):
+    spec = get_spec("softmax")
+    shape = {"rows": 16, "cols": 256}
+    fn = lambda x: torch.softmax(x, -1)  # noqa: E731  (the timer judges times, not how they were got)
+    # a device that would need a day to move these bytes: any time measured here is under its floor
+    monkeypatch.setattr(timing, "device_ceilings", lambda device: _gpu_like(1e-9))
+    with pytest.raises(RuntimeError, match="under the floor .* impossible"):
+        timing.bench(spec, fn, shape, "fp32", "cpu", with_compile=False)
+    # a device far faster than the measurement: the record stands
+    monkeypatch.setattr(timing, "device_ceilings", lambda device: _gpu_like(1e6))
+    rec = timing.bench(spec, fn, shape, "fp32", "cpu", with_compile=False)
+    assert rec.kernel_ms > 0 and rec.speedup_eager > 0

@@ -92,3 +92,20 @@ def test_a_copy_of_a_kernels_own_size_is_measured_once_per_size():
     assert 0 < small and 0 < large and small < 1.2 * large  # a small copy is never much faster than a large one
     assert copy_gbs_at(64 * 2**20) == small  # memoized
     assert copy_gbs_at(1024) is None  # too small to time
+
+
+def test_a_time_under_the_floor_is_impossible_on_a_gpu_only():
+    gpu = Ceilings("test gpu", bandwidth_gbs=1000.0, matmul_tflops={"fp32": 50.0}, measured=False, launch_us=2.0,
+                   device="cuda")
+    # 1 GB at 1000 GB/s: the floor is 1 ms; a little under it is a measured ceiling beaten, not a cheat
+    assert roofline.impossible_time(1.0, 1e9, 0, "fp32", gpu) == ""
+    assert roofline.impossible_time(0.8, 1e9, 0, "fp32", gpu) == ""
+    why = roofline.impossible_time(0.5, 1e9, 0, "fp32", gpu)
+    assert "under the floor of 1 ms" in why and "impossible" in why
+    # compute-bound: 1 TFLOP at 50 TFLOP/s is 20 ms; and nothing beats one launch
+    assert roofline.impossible_time(10.0, 0, 1e12, "fp32", gpu)
+    assert roofline.impossible_time(0.0005, 1000, 0, "fp32", gpu)
+    assert roofline.impossible_time(0.002, 1000, 0, "fp32", gpu) == ""
+    # on CPU the interpreter's times are compared with nothing: never refused there
+    cpu = Ceilings("test cpu", bandwidth_gbs=1000.0, matmul_tflops={"fp32": 50.0}, measured=False, device="cpu")
+    assert roofline.impossible_time(0.5, 1e9, 0, "fp32", cpu) == ""
