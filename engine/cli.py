@@ -2,13 +2,15 @@
 
 Each sub-command lives in `engine/commands/<name>.py` with `HELP`, `add_arguments(parser)` and
 `run(args) -> int`. Errors the user caused print one line and exit 2 (a traceback only with
---debug); Ctrl-C exits 130 after the command has saved what it had.
+--debug); Ctrl-C exits 130 after the command has saved what it had; a reader that leaves early
+(`autokernel replay latest | head`) ends the command quietly, with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import UserError
@@ -46,7 +48,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader gone early (`| head`) is found here, not at exit
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe (a worker's): a real error
+        _quiet_stdout()
+        return 1  # as Python itself and rich's Console (which does the same for its tables) exit on EPIPE
     except UserError as e:
         if args.debug:
             raise
@@ -55,6 +64,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"autokernel {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader has gone away (a pipe whose other end was closed): poll says POLLERR."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no stdout: assume it was stdout
+        return True
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so Python's own flush at exit finds nowhere to fail (the recipe in the
+    `signal` module's docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":
