@@ -1,14 +1,31 @@
-"""Interleaved forward timing and per-site timing (CPU: the host clock; the same code records CUDA events)."""
+"""Interleaved forward timing and per-site timing (CPU: the host clock; the same code records CUDA events).
+
+The host clock is a virtual one that the modules and functions advance, so every time is exact whatever
+else the machine is doing."""
 
 from __future__ import annotations
 
-import time
+import types
 
+import pytest
 import torch
 from torch import nn
 
+from autokernel.engine import forward_timing
 from autokernel.engine.forward_timing import (ForwardTime, SiteTimer, breakdown_text, round_speedups, site_breakdown,
                                               time_interleaved)
+
+CLOCK = {"s": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def virtual_clock(monkeypatch):
+    CLOCK["s"] = 0.0
+    monkeypatch.setattr(forward_timing, "time", types.SimpleNamespace(perf_counter=lambda: CLOCK["s"]))
+
+
+def spend(seconds: float) -> None:
+    CLOCK["s"] += seconds
 
 
 class Sleepy(nn.Module):
@@ -17,7 +34,7 @@ class Sleepy(nn.Module):
         self.seconds = seconds
 
     def forward(self, x):
-        time.sleep(self.seconds)
+        spend(self.seconds)
         return x + 1
 
 
@@ -45,10 +62,11 @@ def test_spread_is_the_range_of_round_medians_over_the_median():
 
     def drifting():  # each call slower than the last: what a heating GPU looks like
         state["n"] += 1
-        time.sleep(0.005 * state["n"])
+        spend(0.005 * state["n"])
 
     t = time_interleaved({"x": drifting}, "cpu", rounds=3)["x"]
-    assert 0.7 < t.spread < 1.3 and t.ms > 0.008  # (15 - 5) / 10 ms, give or take the sleeps' slop
+    assert t.per_round == pytest.approx((5.0, 10.0, 15.0))
+    assert t.spread == pytest.approx(1.0) and t.ms == pytest.approx(10.0)  # (15 - 5) / 10 ms
 
 
 def test_round_speedups_pair_each_round_so_a_warming_gpu_cancels_out():
@@ -65,13 +83,13 @@ def test_site_timer_splits_the_forward_into_the_watched_modules_and_the_rest():
     timer = SiteTimer(net, [("slow", "norm"), ("fast", "norm"), ("missing", "x")], "cpu")
     before = timer.measure(lambda: net(torch.zeros(1)), forwards=2)
     timer.close()
-    assert 25 < before["norm"] < 100 and before["forward"] >= before["norm"] + 8
+    assert before["norm"] == pytest.approx(30.0) and before["forward"] == pytest.approx(40.0)
     net.slow.seconds = 0.0  # "the swap": the watched module got faster
     timer = SiteTimer(net, [("slow", "norm"), ("fast", "norm")], "cpu")
     after = timer.measure(lambda: net(torch.zeros(1)), forwards=1)
     timer.close()
     rows = {r["site"]: r for r in site_breakdown(before, after)}
-    assert rows["norm"]["before_ms"] > 25 and rows["norm"]["after_ms"] < 5
-    assert 8 < rows["rest"]["before_ms"] < 30 and 8 < rows["rest"]["after_ms"] < 30
+    assert rows["norm"]["before_ms"] == pytest.approx(30.0) and rows["norm"]["after_ms"] == pytest.approx(0.0)
+    assert rows["rest"]["before_ms"] == pytest.approx(10.0) and rows["rest"]["after_ms"] == pytest.approx(10.0)
     assert "norm modules" in breakdown_text(list(rows.values()))
     assert not net.slow._forward_hooks and not net.slow._forward_pre_hooks  # close() removed its hooks

@@ -209,6 +209,18 @@ def test_each_problem_is_a_session_in_the_store(batch):
     assert row["summary"]["fast_p"] == doc["fast_p"] and len(row["config"]["problems"]) == 4
 
 
+def _wait_for_a_candidate_of(problem: Path, db: Path, proc: subprocess.Popen, timeout_s: float = 180) -> None:
+    """Until the optimize session of `problem` in `db` has written its first candidate (its loop is running)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        store = Store(db)
+        for s in store.sessions(kind="optimize"):
+            if s["model"].endswith(problem.name) and any(isinstance(e, ev.CandidateWritten) for _, e in store.events(s["id"])):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the session of {problem.name} never wrote a candidate")
+
+
 def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
     """Without --json: the rich table. A file that fails to import is skipped with its reason; Ctrl-C
     during the last problem stops its session (resumable), prints what finished and exits 130."""
@@ -225,7 +237,7 @@ def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
             lines.append(line)
             if line.startswith("[4/4] 2_rmsnorm: optimizing"):
                 break
-        time.sleep(3)  # into the last problem's session
+        _wait_for_a_candidate_of(RMSNORM, db, proc)  # inside the last problem's loop, not before or after it
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
