@@ -229,6 +229,8 @@ class IntegrationResult(Event):
     spread: float | None = None  # largest spread of the interleaved rounds' medians (eager, patched, compile)
     sites: list = field(default_factory=list)  # [{site, before_ms, after_ms}]: swapped modules, then "rest"
     round_speedups: dict = field(default_factory=dict)  # {"eager"|"compile": [baseline / patched, per round]}
+    patched_compile_ms: float | None = None  # torch.compile of the patched model (None: not run, or it failed)
+    recommended: str = ""  # the fastest correct forward: eager | compile | patched | patched_compile
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """End-to-end forward timing that can be trusted when two models differ by a few percent.
 
 Two things the integration step needs, and why:
-- `time_interleaved`: eager, patched and compiled forwards timed in alternating rounds, not one after
-  the other. A GPU that heats up (or a clock that drifts) during a long matmul-heavy run makes whichever
+- `time_interleaved`: the forwards (eager, torch.compile, patched, patched + torch.compile) timed in
+  alternating rounds, not one after the other. A GPU that heats up (or a clock that drifts) during a long matmul-heavy run makes whichever
   model is timed last look slower; rotating the order every round spreads that over all of them, and
   the spread of the round medians says how much a difference between them can be trusted.
 - `SiteTimer`: how long the swapped modules themselves took inside the forward, before and after the
@@ -69,19 +69,23 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], device: str, rounds: int
     return out
 
 
-def compiled_forward(model: Any, inputs: list, notes: list[str]) -> Callable[[], Any] | None:
-    """`torch.compile(model)` warmed up on `inputs` (three calls, synchronized), as a forward to time;
-    None, with the reason appended to `notes`, when it fails (compile can fail on odd models: the other
-    numbers stand)."""
+def compiled_forward(model: Any, inputs: list, notes: list[str], device: str = "cuda",
+                     label: str = "torch.compile") -> Callable[[], Any] | None:
+    """`torch.compile(model)` warmed up on `inputs` (three calls on a GPU, synchronized; one on the CPU,
+    where a forward under Triton's interpreter is slow), as a forward to time; None, with the reason
+    appended to `notes`, when it fails (compile can fail on odd models, or find no C++ compiler on the
+    CPU: the other numbers stand)."""
     import torch
 
     try:
         compiled = torch.compile(model)
-        for _ in range(3):
+        for _ in range(3 if device == "cuda" else 1):
             compiled(*inputs)
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
     except Exception as e:
-        notes.append(f"torch.compile failed: {type(e).__name__}: {e}")
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        notes.append(f"{label} failed: {type(e).__name__}: {first}")
         return None
     return lambda: compiled(*inputs)
 

@@ -3,8 +3,11 @@
 The engine process never imports a kernel, so integration runs in a subprocess
 (`python -m autokernel.engine.integrate REQUEST.json`) that sets up Triton's interpreter on CPU
 first, loads the model, patches a copy with `kernel_patch.patch`, compares the patched model's
-outputs with the untouched original on several fresh inputs, and times both (and torch.compile)
-end to end. It answers one JSON line; the parent turns it into an `IntegrationResult` event.
+outputs with the untouched original on several fresh inputs, and times four forwards end to end in
+interleaved rounds: eager, torch.compile, patched, patched + torch.compile (the kernels are custom
+operators Inductor compiles around; its outputs are checked too), recommending the fastest correct
+one. A compile that fails (an odd model, no C++ compiler on the CPU) is reported and left out.
+It answers one JSON line; the parent turns it into an `IntegrationResult` event.
 
 Mode `kernelbench` (a KernelBench problem, `engine/model_new.py`): the parent also writes a standalone
 `model_new.py` defining `ModelNew` beside the kernels, and the child checks and times that file the
@@ -32,7 +35,7 @@ RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
 INTEGRATION_MODES = ("model", "kernelbench")
 # Fresh inputs the outputs are compared on, per mode and device (the interpreter makes CPU trials slow).
 TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
-TIMING_ROUNDS = 5  # interleaved eager/patched/compile rounds on a GPU (forward_timing.time_interleaved)
+TIMING_ROUNDS = 5  # interleaved rounds of the four forwards on a GPU (forward_timing.time_interleaved)
 SITE_TURNS = 8  # forwards of each model, taking turns, behind the per-site breakdown on a GPU
 
 
@@ -40,10 +43,11 @@ SITE_TURNS = 8  # forwards of each model, taking turns, behind the per-site brea
 def integrate_session_kernels(model_path: str, device: str, kernels: list[dict], workdir: Path,
                               size: str | None = None, trials: int | None = None, timeout_s: float = 900.0,
                               should_stop: Callable[[], bool] | None = None,
-                              mode: str = "model") -> IntegrationResult | None:
+                              mode: str = "model", compile: bool = True) -> IntegrationResult | None:
     """Write the kernels and a request under `workdir`, run the integration subprocess, read its answer.
 
-    `kernels`: [{kind, candidate_id, source, dtype}]; `trials` defaults by mode and device. Never raises
+    `kernels`: [{kind, candidate_id, source, dtype}]; `trials` defaults by mode and device; `compile=False`
+    leaves out the two torch.compile forwards (a compile takes tens of seconds on the CPU). Never raises
     for a kernel's or model's fault: a failed integration is an `IntegrationResult` with `correct=False`
     and the reason in `detail`.
     Returns None if `should_stop()` turned true first (the subprocess is killed; nothing was decided).
@@ -57,7 +61,7 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
         entries.append({"kind": k["kind"], "candidate_id": k.get("candidate_id"), "path": str(path),
                         "dtype": k.get("dtype")})
     request = {"model_path": str(model_path), "device": device, "size": size, "mode": mode, "kernels": entries,
-               "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"]}
+               "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"], "compile": compile}
     if mode == "kernelbench":
         from .model_new import write_model_new
 
@@ -94,6 +98,38 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
 
 
 # -- child side ----------------------------------------------------------------------------------------
+FORWARDS = {"eager": "eager", "compile": "torch.compile", "patched": "patched",
+            "patched_compile": "patched + torch.compile"}
+ROUND_LABELS = {"eager": "eager", "compile": "torch.compile", "patched_compile": "torch.compile (both compiled)"}
+
+
+def forwards_text(ms: dict, recommended: str, meaningful: bool = True) -> str:
+    """'forward ms: eager 3.1, torch.compile 2.2, patched 2.9, patched + torch.compile 1.9; fastest:
+    patched + torch.compile' (a forward that was not run, or failed to compile, is absent)."""
+    parts = ", ".join(f"{FORWARDS[n]} {ms[n]:.4g}" for n in FORWARDS if ms.get(n) is not None)
+    return f"forward ms: {parts}; fastest: {FORWARDS.get(recommended, recommended)}" + (
+        "" if meaningful else " (CPU: not meaningful)")
+
+
+def _compare(ref: list, out: list, atol: float, rtol: float, label: str) -> tuple[float, list[str]]:
+    """(max abs error, problems) of a patched forward's output tensors against the original's."""
+    import torch
+
+    if len(ref) != len(out) or not ref:
+        return 0.0, [f"{label}: the patched model returned {len(out)} tensors, expected {len(ref)}"]
+    max_err, problems = 0.0, []
+    for r, o in zip(ref, out):
+        if r.shape != o.shape:
+            problems.append(f"{label}: shape {tuple(o.shape)} != {tuple(r.shape)}")
+            continue
+        err = float((o.double() - r.double()).abs().max()) if r.numel() else 0.0
+        scale = float(r.double().abs().max()) if r.numel() else 0.0
+        if not (err <= atol + rtol * scale) or bool(torch.isnan(o).any()) != bool(torch.isnan(r).any()):
+            problems.append(f"{label}: max abs error {err:.3g} > {atol} + {rtol} x {scale:.3g}")
+        max_err = max(max_err, err)
+    return max_err, problems
+
+
 def _load_kernel(path: str, name: str):
     import importlib.util
 
@@ -224,23 +260,8 @@ def run_request(request: dict) -> dict:
     with torch.no_grad():
         for trial in range(int(request.get("trials", 3))):
             args = inputs if trial == 0 else [_fresh_like(x, gen) for x in inputs]
-            ref = _tensors(original(*args))
-            out = _tensors(patched(*args))
-            if len(ref) != len(out) or not ref:
-                correct = False
-                details.append(f"trial {trial}: the patched model returned {len(out)} tensors, expected {len(ref)}")
-                continue
-            for r, o in zip(ref, out):
-                if r.shape != o.shape:
-                    correct = False
-                    details.append(f"trial {trial}: shape {tuple(o.shape)} != {tuple(r.shape)}")
-                    continue
-                err = float((o.double() - r.double()).abs().max()) if r.numel() else 0.0
-                scale = float(r.double().abs().max()) if r.numel() else 0.0
-                if not (err <= atol + rtol * scale) or bool(torch.isnan(o).any()) != bool(torch.isnan(r).any()):
-                    correct = False
-                    details.append(f"trial {trial}: max abs error {err:.3g} > {atol} + {rtol} x {scale:.3g}")
-                max_err = max(max_err, err)
+            err, problems = _compare(_tensors(original(*args)), _tensors(patched(*args)), atol, rtol, f"trial {trial}")
+            max_err, correct, details = max(max_err, err), correct and not problems, details + problems
         replaced = stats.as_list(kinds)
         for item in replaced:
             item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
@@ -248,15 +269,27 @@ def run_request(request: dict) -> dict:
         meaningful = device == "cuda"
 
         fns = {"eager": lambda: original(*inputs), "patched": lambda: patched(*inputs)}
-        compiled = compiled_forward(copy.deepcopy(original), inputs, details) if device == "cuda" else None
-        if compiled is not None:
-            fns["compile"] = compiled
-        times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if meaningful else 1)
-        eager_ms, model_ms = times["eager"].ms, times["patched"].ms
-        compile_ms = times["compile"].ms if "compile" in times else None
+        if request.get("compile", True):
+            for name, model in (("compile", copy.deepcopy(original)), ("patched_compile", patched)):
+                fn = compiled_forward(model, inputs, details, device, label=FORWARDS[name])
+                if fn is not None:
+                    fns[name] = fn
+        if "patched_compile" in fns:  # what we would recommend must compute what the model does
+            err, problems = _compare(_tensors(original(*inputs)), _tensors(fns["patched_compile"]()), atol, rtol,
+                                     FORWARDS["patched_compile"])
+            max_err, correct, details = max(max_err, err), correct and not problems, details + problems
+        times = time_interleaved({FORWARDS[n]: f for n, f in fns.items()}, device,
+                                 rounds=TIMING_ROUNDS if meaningful else 1)
+        times = {n: times[FORWARDS[n]] for n in fns}
+        ms = {n: t.ms for n, t in times.items()}
+        eager_ms, model_ms = ms["eager"], ms["patched"]
+        compile_ms, patched_compile_ms = ms.get("compile"), ms.get("patched_compile")
         spread = max(t.spread for t in times.values()) if meaningful else None
-        per_round = {base: round_speedups(times[base], times["patched"]) for base in ("eager", "compile")
-                     if base in times} if meaningful else {}
+        pairs = {"eager": ("eager", "patched"), "compile": ("compile", "patched"),
+                 "patched_compile": ("compile", "patched_compile")}
+        per_round = {key: round_speedups(times[a], times[b]) for key, (a, b) in pairs.items()
+                     if a in times and b in times} if meaningful else {}
+        recommended = min((n for n in ms if correct or not n.startswith("patched")), key=ms.__getitem__)
         sites = _site_breakdown(original, patched, inputs, device, used, kernel_patch)
     summary = (f"outputs within {atol} + {rtol} x max|ref| ({dtype}) on {int(request.get('trials', 3))} inputs"
                if correct else "outputs differ")
@@ -264,9 +297,10 @@ def run_request(request: dict) -> dict:
     mismatched = [f"{r['kind']}: {m}" for r in replaced for m in r["mismatches"]]
     if mismatched:
         summary += "; fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3])
+    summary += "; " + forwards_text(ms, recommended, meaningful)
     if spread is not None:
         summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%}"
-        ranges = [f"{min(r):.2f}-{max(r):.2f}x {base}" for base, r in per_round.items() if r]
+        ranges = [f"{min(r):.2f}-{max(r):.2f}x {ROUND_LABELS[key]}" for key, r in per_round.items() if r]
         summary += f"; round by round: {', '.join(ranges)})" if ranges else ")"
     if sites:
         summary += "; " + breakdown_text(sites)
@@ -279,6 +313,7 @@ def run_request(request: dict) -> dict:
         "speedup_eager": eager_ms / model_ms if model_ms else 0.0,
         "speedup_compile": (compile_ms / model_ms) if compile_ms and model_ms else None,
         "meaningful": meaningful, "spread": spread, "sites": sites, "round_speedups": per_round,
+        "patched_compile_ms": patched_compile_ms, "recommended": recommended,
     }
 
 

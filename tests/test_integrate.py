@@ -1,5 +1,5 @@
 """Integration: kept kernels swapped into the bundled Llama example in a subprocess, outputs checked
-against the untouched model on fresh inputs, timed end to end (CPU: labelled not meaningful)."""
+against the untouched model on fresh inputs, four forwards timed end to end (CPU: labelled not meaningful)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,17 @@ def test_llama_with_a_triton_rmsnorm_and_a_wrong_rotary(tmp_path):
         {"kind": "rotary_embedding", "candidate_id": "rotary_embedding-0009", "source": WRONG_ROTARY, "dtype": "fp32"},
     ]
     result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, tmp_path / "work", size="small",
-                                       trials=2, timeout_s=120)
+                                       trials=2, timeout_s=120, compile=False)
     assert result.correct, result.detail
     by_kind = {r["kind"]: r for r in result.replaced}
     assert by_kind["rmsnorm"]["modules"] == 5 and by_kind["rmsnorm"]["calls"] > 0 and not by_kind["rmsnorm"]["mismatches"]
     # the wrong kernel was caught at its first call and never used: the model's outputs stayed right
     assert by_kind["rotary_embedding"]["calls"] == 0 and by_kind["rotary_embedding"]["mismatches"]
     assert result.max_abs_error < 1e-4
-    assert result.model_ms > 0 and result.eager_ms > 0 and result.compile_ms is None and not result.meaningful
+    assert result.model_ms > 0 and result.eager_ms > 0 and not result.meaningful
+    assert result.compile_ms is None and result.patched_compile_ms is None  # compile=False: two forwards
+    assert result.recommended == min(("eager", "patched"), key=lambda n: {"eager": result.eager_ms,
+                                                                           "patched": result.model_ms}[n])
     assert "not meaningful" in result.detail and "fell back" in result.detail
 
 
@@ -52,8 +55,57 @@ def test_llama_on_cuda_timed_against_eager_and_compile(tmp_path):
     assert result.speedup_eager == pytest.approx(result.eager_ms / result.model_ms)
     assert result.spread is not None and "interleaved rounds" in result.detail
     assert len(result.round_speedups["eager"]) == 5 and "round by round:" in result.detail
+    assert result.patched_compile_ms and len(result.round_speedups["patched_compile"]) == 5
     sites = {row["site"]: row for row in result.sites}
     assert set(sites) == {"rmsnorm", "rest"} and sites["rmsnorm"]["after_ms"] > 0
+
+
+TINY_MODEL = """
+import torch, torch.nn as nn
+from autokernel.engine.examples.llama import RMSNorm
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm, self.proj = RMSNorm(32), nn.Linear(32, 32)
+    def forward(self, x):
+        return torch.relu(self.proj(self.norm(x))) * 2 + 1
+def get_inputs():
+    return [torch.randn(4, 8, 32)]
+"""
+
+
+def _four_forwards(tmp_path, **kw):
+    model = tmp_path / "tiny.py"
+    model.write_text(TINY_MODEL)
+    kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0002", "source": (DATA / "triton_rmsnorm.py").read_text(),
+                "dtype": "fp32"}]
+    return integrate_session_kernels(str(model), "cpu", kernels, tmp_path / "work", trials=1, timeout_s=240, **kw)
+
+
+def test_four_forwards_timed_and_the_fastest_correct_one_recommended(tmp_path):
+    """Eager, torch.compile, patched and patched + torch.compile (Inductor around the Triton kernel's custom
+    operator, running under the interpreter), each timed; the compiled patched model's outputs are checked."""
+    result = _four_forwards(tmp_path)
+    assert result.correct, result.detail
+    ms = {"eager": result.eager_ms, "compile": result.compile_ms, "patched": result.model_ms,
+          "patched_compile": result.patched_compile_ms}
+    assert all(v and v > 0 for v in ms.values()), (ms, result.detail)
+    assert result.recommended == min(ms, key=ms.get)
+    assert result.speedup_compile == pytest.approx(result.compile_ms / result.model_ms)
+    assert "patched + torch.compile" in result.detail and "failed" not in result.detail
+    (rmsnorm,) = result.replaced
+    assert rmsnorm["calls"] > 0 and not rmsnorm["mismatches"]
+
+
+def test_a_compile_that_fails_is_reported_and_the_rest_stands(tmp_path, monkeypatch):
+    """No working C++ compiler on the CPU (Inductor's CXX), and a cold cache so nothing compiled earlier helps."""
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-g++"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    result = _four_forwards(tmp_path)
+    assert result.correct, result.detail
+    assert result.compile_ms is None and result.patched_compile_ms is None and result.speedup_compile is None
+    assert "torch.compile failed" in result.detail and "patched + torch.compile failed" in result.detail
+    assert result.recommended in ("eager", "patched") and result.model_ms > 0
 
 
 def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
@@ -61,7 +113,7 @@ def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
     kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0002", "source": (DATA / "triton_rmsnorm.py").read_text(),
                 "dtype": "fp32"}]
     result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, tmp_path / "work", size="small",
-                                       trials=1, timeout_s=120)
+                                       trials=1, timeout_s=120, compile=False)
     assert result.correct, result.detail
     sites = {row["site"]: row for row in result.sites}
     assert set(sites) == {"rmsnorm", "rest"}
