@@ -65,9 +65,13 @@ class KernelEntry:
 
 
 class PatchStats:
-    """What the patch did: modules swapped, calls that went to a kernel, fall-throughs, mismatches."""
+    """What the patch did: modules swapped, calls that went to a kernel, fall-throughs, mismatches.
 
-    def __init__(self):
+    The counts grow as the patched model runs; `print(stats)` says where they stand per kernel kind (an
+    exported package's `patch(model)` returns this, and a user's first move is to print it)."""
+
+    def __init__(self, kinds=()):
+        self.kinds = list(kinds)  # the kernel kinds patch() was given, in its order
         self.modules = defaultdict(int)
         self.calls = defaultdict(int)
         self.fallbacks = defaultdict(int)
@@ -76,6 +80,24 @@ class PatchStats:
     def as_list(self, kinds):
         return [{"kind": k, "modules": self.modules[k], "calls": self.calls[k], "fallbacks": self.fallbacks[k],
                  "mismatches": list(self.mismatches[k])} for k in kinds]
+
+    def _describe(self, kind):
+        modules, calls = self.modules.get(kind, 0), self.calls.get(kind, 0)  # .get: printing adds no keys
+        fallbacks, mismatches = self.fallbacks.get(kind, 0), self.mismatches.get(kind) or []
+        words = [f"{modules} module{'s' if modules != 1 else ''} swapped"] if kind not in FUNCTION_KINDS or modules else []
+        words.append(f"{calls} call{'s' if calls != 1 else ''} to the kernel")
+        if fallbacks:
+            words.append(f"{fallbacks} left to PyTorch")
+        if mismatches:
+            words.append(f"refused at {len(mismatches)} site(s): {mismatches[0]}")
+        return f"{kind}: {', '.join(words)}"
+
+    def __repr__(self):
+        seen = [k for d in (self.modules, self.calls, self.fallbacks, self.mismatches) for k in d]
+        kinds = list(dict.fromkeys(self.kinds + seen))
+        if not kinds:
+            return "PatchStats(no kernels)"
+        return f"PatchStats({'; '.join(self._describe(k) for k in kinds)})"
 
 
 def _close(out, ref, tol, same_dtype=True):
@@ -559,7 +581,7 @@ def patch(model, kernels, verify=True):
     namespace()  # the custom operators exist before anything is traced
     model = _unwrap(model)
     table = {k: (v if isinstance(v, KernelEntry) else KernelEntry(k, v)) for k, v in kernels.items()}
-    stats = PatchStats()
+    stats = PatchStats(table)
     for name, m, kind in _module_plan(model, table):
         _swap_module(name, m, kind, table[kind], stats, verify)
     functional = {k: e for k, e in table.items() if k in FUNCTION_KINDS}

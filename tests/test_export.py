@@ -113,6 +113,7 @@ with torch.no_grad():
     stats = my_kernels.patch(model)
     out = model(x); out = model(x)
 assert stats.calls["softmax"] == 2 and not stats.mismatches["softmax"], stats.as_list(["softmax"])
+assert str(stats) == repr(stats) == "PatchStats(softmax: 2 calls to the kernel)", repr(stats)
 assert torch.allclose(out, ref, atol=1e-5), (out - ref).abs().max()
 assert not [k for k in sys.modules if k.startswith("autokernel")]
 print("ok")
@@ -239,6 +240,10 @@ def test_patcher_routes_matching_calls_and_refuses_a_wrong_kernel():
         assert torch.equal(wrong(x), ref) and torch.equal(wrong(x), ref)
         assert stats.calls["softmax"] == 0 and stats.fallbacks["softmax"] == 2 and stats.mismatches["softmax"]
         assert stats.calls["rmsnorm"] == 0 and stats.mismatches["rmsnorm"]
+        # printed, it says what went where (it printed `<..._patch.PatchStats object at 0x...>`)
+        text = str(stats)
+        assert text.startswith("PatchStats(softmax: 0 calls to the kernel, 2 left to PyTorch, refused at 1 site(s): ")
+        assert "; rmsnorm: 1 module swapped, 0 calls to the kernel, " in text and "max abs error" in text
         # a dtype the kernel was not checked on falls through to PyTorch
         typed = copy.deepcopy(model)
         stats = kernel_patch.patch(typed, {"softmax": kernel_patch.KernelEntry("softmax", good["softmax"], dtypes=["fp16"])})
