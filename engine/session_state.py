@@ -150,6 +150,20 @@ def _replaced_text(replaced: list) -> str:
                      + (f", {r['fallbacks']} fell back" if r.get("fallbacks") else "") + ")")
     return ", ".join(parts) or "nothing"
 
+
+def compiled_headline(e: ev.IntegrationResult) -> str:
+    """', patched + torch.compile 1.15x vs torch.compile; fastest: patched + torch.compile' (issue 18's
+    headline: what a user who can type torch.compile gains); '' for a result without those forwards."""
+    from .integrate import FORWARDS
+
+    text = ""
+    if e.compile_ms and e.patched_compile_ms:
+        text += f", patched + torch.compile {e.compile_ms / e.patched_compile_ms:.2f}x vs torch.compile"
+    if e.recommended:
+        text += f"; fastest: {FORWARDS.get(e.recommended, e.recommended)}"
+    return text
+
+
 def describe(e: ev.Event) -> tuple[str, str] | None:
     """One line for the event log (level, text); None for events that only change panels."""
     if isinstance(e, ev.SessionStarted):
@@ -193,7 +207,7 @@ def describe(e: ev.Event) -> tuple[str, str] | None:
             return "error", f"integration failed: {e.detail or 'outputs differ'} (max abs error {e.max_abs_error:.3g})"
         note = "" if e.meaningful else " (CPU: not meaningful)"
         return "success", (f"integrated {_replaced_text(e.replaced)}: model {e.model_ms:.4g} ms, "
-                           f"{e.speedup_eager:.2f}x vs eager{note}")
+                           f"{e.speedup_eager:.2f}x vs eager{compiled_headline(e)}{note}")
     if isinstance(e, ev.ProblemStarted):
         return "info", f"problem {e.index + 1} {e.name}: session {e.session_id}"
     if isinstance(e, ev.Log):

@@ -163,3 +163,24 @@ def test_the_breakdown_lets_the_two_models_take_turns_so_drift_is_not_blamed_on_
     assert set(rows) == {"rmsnorm", "rest"}
     # one after the other, the patched model's rest would be 8 ms slower (4 forwards later, 2 ms each)
     assert rows["rest"]["after_ms"] == pytest.approx(rows["rest"]["before_ms"]), rows
+
+
+def test_the_integration_lines_lead_with_the_model_against_torch_compile():
+    """The event log and the headless printer say what patched + torch.compile gained over torch.compile, and
+    which of the four forwards to use; a result without compiled forwards reads as before."""
+    import io
+
+    from autokernel.engine import events as ev
+    from autokernel.engine.commands.optimize import HeadlessPrinter
+    from autokernel.engine.session_state import describe
+
+    e = ev.IntegrationResult(replaced=[{"kind": "rmsnorm", "modules": 2, "calls": 4}], correct=True, model_ms=9.0,
+                             eager_ms=10.0, compile_ms=6.0, patched_compile_ms=5.0, speedup_eager=10 / 9,
+                             speedup_compile=6 / 9, recommended="patched_compile", detail="d")
+    headline = ", patched + torch.compile 1.20x vs torch.compile; fastest: patched + torch.compile"
+    assert describe(e)[1] == f"integrated rmsnorm in 2 modules (4 calls): model 9 ms, 1.11x vs eager{headline}"
+    out = io.StringIO()
+    HeadlessPrinter(out)(e)
+    assert f"= 1.11x, 0.67x vs torch.compile{headline}\n" in out.getvalue()
+    old = ev.IntegrationResult(correct=True, model_ms=9.0, eager_ms=10.0, speedup_eager=10 / 9)
+    assert describe(old)[1].endswith("model 9 ms, 1.11x vs eager")

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from .. import events as ev
 from ..errors import UserError
 from ..results import STAGES
+from ..session_state import compiled_headline
 from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
 
 HELP = "run the optimize loop headless: profile, search kernels per bottleneck, integrate (see also the TUI)"
@@ -113,7 +114,8 @@ class HeadlessPrinter:
             cpu = "" if e.meaningful else " (CPU: not meaningful)"
             comp = f", {e.speedup_compile:.2f}x vs torch.compile" if e.speedup_compile else ""
             self._print(f"integration: outputs {'match' if e.correct else 'DIFFER'} (max err {e.max_abs_error:.3g}); "
-                        f"{e.model_ms:.3f} ms vs eager {e.eager_ms:.3f} ms = {e.speedup_eager:.2f}x{comp}{cpu}")
+                        f"{e.model_ms:.3f} ms vs eager {e.eager_ms:.3f} ms = {e.speedup_eager:.2f}x{comp}"
+                        f"{compiled_headline(e)}{cpu}")
             self._print(f"   {e.detail}")
         elif isinstance(e, ev.ErrorEvent):
             self._print(f"!! {e.where}: {e.message}")
