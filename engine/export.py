@@ -3,6 +3,8 @@
 The package holds one module per kernel (the candidate's source, verbatim), `_patch.py` (a verbatim
 copy of `kernel_patch.py`, which imports only torch), an `__init__.py` with `patch(model)` and
 `KERNELS`, and `RESULTS.md` with what was measured. Only torch and triton are needed to use it.
+`_patch.py` registers the kernels as custom operators named after the package, so a patched model
+compiles whole and two exported packages load into one process.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ def _init_source(pkg: str, session: dict, chosen: list[tuple[TargetState, Candid
 
     import {pkg}
     stats = {pkg}.patch(model)   # swaps the kernels into `model` in place
+    fast = torch.compile(model)  # optional: Inductor fuses around the kernels (patch before or after)
 
 See RESULTS.md for what was measured. Needs only torch and triton. Without a CUDA GPU the Triton
-kernels run under Triton's interpreter (set here before they are defined): correct, but slow.
+kernels run under Triton's interpreter (set here before they are defined): correct, but slow. The
+kernels are custom operators in the namespace torch.ops.autokernel_{pkg} (see `_patch.namespace()`).
 """
 
 import os as _os
@@ -65,7 +69,8 @@ def patch(model, verify=True):
     """Swap the kept kernels into `model` (in place) where a call matches a kernel's contract.
 
     With `verify` the first call at each site and shape is also run through PyTorch and compared;
-    a kernel that disagrees is not used there. Returns the counts of what went where.
+    a kernel that disagrees is not used there. `model` may already be `torch.compile`d. Returns the
+    counts of what went where.
     """
     table = {{kind: _patch.KernelEntry(kind, k["module"].kernel_fn, tolerances=k["tolerances"])
              for kind, k in KERNELS.items()}}
@@ -103,7 +108,8 @@ def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], 
     else:
         lines += [f"- outputs match the original: **{'yes' if integ.correct else 'NO'}** (max abs error {integ.max_abs_error:.3g})",
                   f"- forward: {_fmt(integ.model_ms)} ms patched, {_fmt(integ.eager_ms)} ms eager, "
-                  f"{_fmt(integ.compile_ms)} ms torch.compile",
+                  f"{_fmt(integ.compile_ms)} ms torch.compile, {_fmt(integ.patched_compile_ms)} ms patched + torch.compile"
+                  + (f" (fastest: {integ.recommended})" if integ.recommended else ""),
                   f"- speedup: {_fmt(integ.speedup_eager, 'x', 3)} vs eager, {_fmt(integ.speedup_compile, 'x', 3)} vs torch.compile"
                   + ("" if integ.meaningful else " (CPU: not meaningful)"),
                   f"- {integ.detail}"]

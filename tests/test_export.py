@@ -169,6 +169,57 @@ def test_export_latest_without_an_optimize_session_says_so(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no optimize session in" in proc.stderr
 
 
+def test_two_exported_packages_compile_whole_in_one_process(session_with_softmax):
+    """After a fresh import (no autokernel), each package's kernel is a custom operator in its own namespace:
+    a model patched before torch.compile and one patched after both trace as one graph with the operator,
+    and compute what the original does."""
+    from autokernel.engine.export import export_session
+
+    tmp_path, sid = session_with_softmax
+    for name in ("my_kernels", "other_kernels"):
+        export_session(Store(tmp_path / "s.db"), sid, tmp_path / "pkgs" / name)
+    script = f"""
+import importlib.util, sys, torch
+sys.meta_path.insert(0, type("NoAutokernel", (), {{"find_spec": staticmethod(
+    lambda name, *a: (_ for _ in ()).throw(ImportError("autokernel is off limits")) if name.startswith("autokernel") else None)}})())
+import my_kernels, other_kernels
+spec = importlib.util.spec_from_file_location("m", {str(tmp_path / "model.py")!r})
+m = importlib.util.module_from_spec(spec); sys.modules["m"] = m; spec.loader.exec_module(m)  # Dynamo imports it
+torch.manual_seed(0)
+x = m.get_inputs()[0]
+graphs = []
+def backend(gm, example_inputs):
+    graphs.append(gm.code)
+    return torch._dynamo.backends.common.aot_autograd(fw_compiler=lambda g, _: g)(gm, example_inputs)
+with torch.no_grad():
+    before, after = m.Model().eval(), m.Model().eval()
+    after.load_state_dict(before.state_dict())
+    ref = before(x)
+    stats = my_kernels.patch(before)
+    explained = torch._dynamo.explain(before)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    out_before = torch.compile(before, fullgraph=True, backend=backend)(x)
+    compiled = torch.compile(after, fullgraph=True, backend=backend)
+    compiled(x)
+    other = other_kernels.patch(compiled)
+    out_after = compiled(x)
+namespaces = (my_kernels._patch.namespace(), other_kernels._patch.namespace())
+assert namespaces == ("autokernel_my_kernels", "autokernel_other_kernels"), namespaces
+assert f"torch.ops.{{namespaces[0]}}.softmax.default" in graphs[0], graphs[0]
+assert "softmax.default" not in graphs[1] and f"torch.ops.{{namespaces[1]}}.softmax.default" in graphs[2], graphs
+for out in (out_before, out_after):
+    assert torch.allclose(out, ref, atol=1e-5), (out - ref).abs().max()
+assert stats.calls["softmax"] == 2 and other.calls["softmax"] == 1 and not stats.mismatches["softmax"]
+assert not [k for k in sys.modules if k.startswith("autokernel")]
+print("ok")
+"""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    clean["PYTHONPATH"] = str(tmp_path / "pkgs")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240, env=clean,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
 def test_export_errors_are_one_line(tmp_path):
     db = tmp_path / "empty.db"
     Store(db)

@@ -150,7 +150,7 @@ def session_events(experiments: int = 12, seed: int = 7, approval: str = "auto",
                 yield ev.AwaitingApproval(candidate_id=cid, target="rmsnorm", speedup=best_ms / kernel_ms, ts=at())
                 yield ev.ControlChanged(action="approve", value=cid, ts=at())
                 yield ev.Decision(candidate_id=cid, target="rmsnorm", decision="kept", by="user",
-                                  reason=f"approved: {kernel_ms:.4g} ms vs best {best_ms:.4g} ms", ts=at())
+                                  reason=f"new best: {kernel_ms:.4g} ms vs best {best_ms:.4g} ms", ts=at())
             else:
                 yield ev.Decision(candidate_id=cid, target="rmsnorm", decision="kept",
                                   reason=f"new best: {kernel_ms:.4g} ms", ts=at())
@@ -294,10 +294,10 @@ class SyntheticSession:
                             break
                         if verdict.verdict == "rejected":
                             e = ev.Decision(candidate_id=e.candidate_id, target=e.target, decision="rejected",
-                                            reason="rejected by the person", by=verdict.by, ts=e.ts)
+                                            reason=e.reason.removeprefix("new best: "), by=verdict.by, ts=e.ts)
                         else:
                             e = ev.Decision(candidate_id=e.candidate_id, target=e.target, decision="kept",
-                                            reason="approved: " + e.reason, by=verdict.by, ts=e.ts)
+                                            reason=e.reason, by=verdict.by, ts=e.ts)
                     if e.decision == "kept":
                         best_ms = timed[e.candidate_id]
                     best_seen = True
