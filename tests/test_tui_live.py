@@ -48,7 +48,7 @@ async def test_approve_keeps_reject_discards_quit_stops(tmp_path, size):
                                                                       reverse=True)
         assert table.row_count == 4 and table.show_cursor and table.cursor_row == screen.state.targets["rmsnorm"].row
         stages = text_of(screen.query_one(StagesPanel))
-        assert stages.count("✔ pass") == 5 and "approve" in stages
+        assert stages.count("✔") == 5 and "approve" in stages  # "✔ pass" each, or at 80x24 a line of marks
 
         first = screen.state.pending.candidate_id
         await pilot.press("a")

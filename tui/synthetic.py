@@ -52,6 +52,23 @@ PROFILE_ROWS = [
     {"name": "aten::silu", "kind": "elementwise", "calls": 2, "share": 0.05, "self_ms": 0.5, "floor_ms": 0.25,
      "kernel_speedup": 2.0, "target_shape": None, "target_dtype": "fp32"},
 ]
+# A Llama-like profile (the kinds with the longest names), for the layouts that must show whole kind names.
+LLAMA_ROWS = [
+    {"name": "aten::linear", "kind": "matmul", "calls": 22, "share": 0.44, "self_ms": 4.4, "floor_ms": 2.9,
+     "kernel_speedup": 1.52, "target_shape": {"M": 512, "N": 2048, "K": 512}, "target_dtype": "bf16"},
+    {"name": "scaled_dot_product_attention", "kind": "flash_attention", "calls": 4, "share": 0.14, "self_ms": 1.4,
+     "floor_ms": 0.4, "kernel_speedup": 3.5, "target_shape": {"batch": 2, "heads": 8, "seq": 256, "head_dim": 64},
+     "target_dtype": "bf16"},
+    {"name": "RMSNorm", "kind": "rmsnorm", "calls": 9, "share": 0.12, "self_ms": 1.2, "floor_ms": 0.1,
+     "kernel_speedup": 12.0, "target_shape": {"rows": 512, "cols": 512}, "target_dtype": "bf16"},
+    {"name": "apply_rotary_pos_emb()", "kind": "rotary_embedding", "calls": 4, "share": 0.09, "self_ms": 0.9,
+     "floor_ms": 0.15, "kernel_speedup": 6.0, "target_shape": {"batch": 2, "heads": 8, "seq": 256, "head_dim": 64},
+     "target_dtype": "bf16"},
+    {"name": "aten::cross_entropy_loss", "kind": "cross_entropy", "calls": 1, "share": 0.07, "self_ms": 0.7,
+     "floor_ms": 0.2, "kernel_speedup": 3.5, "target_shape": {"rows": 512, "vocab": 32000}, "target_dtype": "fp32"},
+    {"name": "aten::silu", "kind": "elementwise", "calls": 4, "share": 0.05, "self_ms": 0.5, "floor_ms": 0.25,
+     "kernel_speedup": 2.0, "target_shape": None, "target_dtype": "bf16"},
+]
 STAGE_FAILURES = {
     "smoke": "max abs error 3.1e-02 > atol 1e-05 at [0, 17]",
     "shape_sweep": "rows=3, cols=1000: out of bounds read (mask missing on the tail)",
@@ -61,9 +78,9 @@ STAGE_FAILURES = {
 }
 
 
-def _ranked_rows() -> list[dict]:
+def _ranked_rows(profile: list[dict]) -> list[dict]:
     rows = []
-    for r in PROFILE_ROWS:
+    for r in profile:
         r = dict(r)
         p, s = r["share"], r["kernel_speedup"]
         r["max_speedup"] = 1.0 / ((1.0 - p) + p / s)
@@ -73,8 +90,9 @@ def _ranked_rows() -> list[dict]:
 
 
 def session_events(experiments: int = 12, seed: int = 7, approval: str = "auto",
-                   step_s: float = 2.0, finish: bool = True) -> Iterator[ev.Event]:
-    """The events of a synthetic optimize session over the rmsnorm target, in the engine's order."""
+                   step_s: float = 2.0, finish: bool = True, profile: list[dict] | None = None) -> Iterator[ev.Event]:
+    """The events of a synthetic optimize session over the rmsnorm target, in the engine's order
+    (`profile`: the profile's rows, PROFILE_ROWS by default; one must be an rmsnorm)."""
     rng = random.Random(seed)
     ts = T0
 
@@ -83,7 +101,7 @@ def session_events(experiments: int = 12, seed: int = 7, approval: str = "auto",
         ts += step_s * (0.5 + rng.random())
         return ts
 
-    rows = _ranked_rows()
+    rows = _ranked_rows(profile or PROFILE_ROWS)
     target_row = next(i for i, r in enumerate(rows) if r["kind"] == "rmsnorm")
     yield ev.SessionStarted(kind="optimize", model="synthetic", device="cpu", device_name="synthetic (no GPU)",
                             agent="playbook", approval=approval,
@@ -116,7 +134,8 @@ def session_events(experiments: int = 12, seed: int = 7, approval: str = "auto",
                                       title=f"sweep BLOCK and num_warps around {best_id}",
                                       hypothesis=(f"the best reaches {40 + idea_n % 50}% of bandwidth with one row per "
                                                   "program; other block sizes and warp counts should keep more "
-                                                  "loads in flight"),
+                                                  "loads in flight. A row of 512 fits one block, so fewer warps "
+                                                  "also shorten the reduction."),
                                       parent_id=best_id, round=idea_n - 1, ts=at())
             diff = "".join(difflib.unified_diff(best_src.splitlines(keepends=True), source.splitlines(keepends=True),
                                                 fromfile=f"{best_id}.py", tofile=f"{cid}.py"))
@@ -194,7 +213,7 @@ class SyntheticSession:
     """
 
     def __init__(self, store: Store, listeners=(), experiments: int = 12, approval: str = "auto",
-                 seed: int = 7, delay_s: float = 0.0, busy_s: float = 0.0):
+                 seed: int = 7, delay_s: float = 0.0, busy_s: float = 0.0, profile: list[dict] | None = None):
         from autokernel.engine.control import LoopControl
 
         self.store = store
@@ -204,6 +223,7 @@ class SyntheticSession:
         self.delay_s = delay_s  # sleep between events (an engine waiting on its worker)
         self.busy_s = busy_s  # CPU spin between events (an engine holding the GIL)
         self.control = LoopControl(approval)
+        self.profile = profile
         self.session_id: str | None = None
         self.recorder = None
 
@@ -258,7 +278,7 @@ class SyntheticSession:
     def run(self) -> dict:
         from autokernel.engine.store import Recorder
 
-        events = session_events(self.experiments, self.seed, approval="auto")
+        events = session_events(self.experiments, self.seed, approval="auto", profile=self.profile)
         started = next(events)
         started.approval = self.control.approval
         started.config["approval"] = self.control.approval

@@ -8,12 +8,13 @@ replays its session.
 
 from __future__ import annotations
 
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable
 
 from autokernel.engine import events as ev
 from autokernel.engine.session_state import SessionState
 
 from ..widgets.dashboard import Dashboard
+from ..widgets.footer import KeyFooter
 from ..widgets.problems import ProblemTable
 from ..widgets.status import StatusLine
 from .live import LiveScreen
@@ -30,7 +31,7 @@ class KernelBenchScreen(LiveScreen):
         table.border_title = "KernelBench problems"
         yield table
         yield Dashboard(id="dashboard")
-        yield Footer()
+        yield KeyFooter()
 
     def fold(self, event: ev.Event) -> None:
         if isinstance(event, ev.SessionStarted) and event.kind == "optimize":

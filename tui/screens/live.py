@@ -14,14 +14,14 @@ from typing import Any, Callable
 
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from autokernel.engine import events as ev
 from autokernel.engine.errors import UserError
 from autokernel.engine.session_state import SessionState
 
-from ..widgets.dashboard import Dashboard
+from ..widgets.dashboard import Dashboard, cycle_view, view_key_allowed
+from ..widgets.footer import KeyFooter
 from ..widgets.status import StatusLine
 from .dialogs import ConfirmQuit, HelpScreen
 
@@ -57,11 +57,15 @@ class LiveScreen(Screen):
         Binding("m", "toggle_approval", "Auto/ask"),
         Binding("p", "pause", "Pause/resume"),
         Binding("s", "skip", "Skip target"),
+        Binding("v", "cycle_view", "View: code/chart/events"),
         Binding("d", "toggle_code", "Diff/source"),
         Binding("q", "quit_session", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
     HELP = "Live session: the engine runs in the background; these keys steer it."
+    # The footer's labels on a small terminal, so that every one of these keys fits in 80 columns.
+    FOOTER_SHORT = {"toggle_approval": "Auto/ask", "pause": "Pause", "skip": "Skip", "cycle_view": "View",
+                    "toggle_code": "Code"}
 
     def __init__(self, session: Any, inbox: EventInbox, clock: Callable[[], float] = time.time):
         super().__init__()
@@ -78,7 +82,7 @@ class LiveScreen(Screen):
     def compose(self):
         yield StatusLine(id="status")
         yield Dashboard(id="dashboard")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.drain)
@@ -177,6 +181,12 @@ class LiveScreen(Screen):
 
     def action_toggle_code(self) -> None:
         self.query_one(Dashboard).toggle_code(self.state)
+
+    def action_cycle_view(self) -> None:
+        cycle_view(self)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return view_key_allowed(self, action)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self, self.HELP))

@@ -10,11 +10,12 @@ import math
 
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from autokernel.engine.session_state import SessionState, Timeline
 
-from ..widgets.dashboard import Dashboard
+from ..widgets.dashboard import Dashboard, cycle_view, view_key_allowed
+from ..widgets.footer import KeyFooter
 from ..widgets.status import StatusLine
 from .dialogs import HelpScreen, JumpDialog
 
@@ -38,12 +39,17 @@ class ReplayScreen(Screen):
         Binding("space", "play", "Play/pause", priority=True),
         Binding("plus,equals_sign", "speed(1)", "Faster", key_display="+"),
         Binding("minus", "speed(-1)", "Slower", key_display="-"),
+        Binding("v", "cycle_view", "View: code/chart/events"),
         Binding("d", "toggle_code", "Diff/source"),
         Binding("escape", "back", "Back", show=False),
         Binding("q", "back", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
     HELP = "Replay: a stored session, step by step, exactly as it was shown live."
+    # The footer on a small terminal: short labels, and the speed keys (in the help) left out, so all fit.
+    FOOTER_SHORT = {"experiment(-1)": "Prev", "experiment(1)": "Next", "jump": "Jump", "play": "Play",
+                    "cycle_view": "View", "toggle_code": "Code"}
+    FOOTER_NARROW_DROP = ("speed(1)", "speed(-1)")
 
     def __init__(self, timeline: Timeline, row: dict, position: int | None = None):
         super().__init__()
@@ -59,7 +65,7 @@ class ReplayScreen(Screen):
         yield StatusLine(id="status")
         yield ReplayBar(id="replay-bar")
         yield Dashboard(id="dashboard")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(TICK_S, self._tick, pause=True)
@@ -155,6 +161,12 @@ class ReplayScreen(Screen):
 
     def action_toggle_code(self) -> None:
         self.query_one(Dashboard).toggle_code(self.state)
+
+    def action_cycle_view(self) -> None:
+        cycle_view(self)
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return view_key_allowed(self, action)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(self, self.HELP))

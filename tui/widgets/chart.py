@@ -13,6 +13,8 @@ from textual.widget import Widget
 
 from autokernel.engine.session_state import SessionState, TargetView
 
+from .titled import Titled
+
 AXIS = 7  # width of the y labels
 
 
@@ -116,7 +118,7 @@ def chart_markup(t: TargetView | None, width: int, height: int) -> str:
     return "\n".join(lines)
 
 
-class SpeedupChart(Widget):
+class SpeedupChart(Titled, Widget):
     DEFAULT_CSS = "SpeedupChart { height: 1fr; min-height: 6; }"
 
     def __init__(self, **kw):
@@ -131,7 +133,7 @@ class SpeedupChart(Widget):
         if key == self._key:
             return
         self._key, self._target = key, t
-        self.border_title = f"speedup vs eager · {t.name}" if t else "speedup vs eager"
+        self.set_title(f"speedup vs eager · {t.name}" if t else "speedup vs eager")
         self.refresh()
 
     def render(self) -> Content:

@@ -8,8 +8,10 @@ from textual.widgets import Static
 
 from autokernel.engine.session_state import SessionState
 
+from .titled import Titled
 
-class CodePanel(VerticalScroll):
+
+class CodePanel(Titled, VerticalScroll):
     DEFAULT_CSS = "CodePanel > Static { width: auto; }"
 
     def __init__(self, **kw):
@@ -34,16 +36,16 @@ class CodePanel(VerticalScroll):
         self._shown = key
         mode = "source" if self.full_source else "diff"
         if c is None:
-            self.border_title = "code"
+            self.set_title("code")
             self._body.update("[dim]no candidate yet[/]")
             return
         theme = "ansi_dark" if dark else "ansi_light"
         if self.full_source or not c.diff:
             what = "source" if self.full_source else "source (the starter: no parent to diff against)"
-            self.border_title = f"{c.candidate_id} {what} · d: {'diff' if self.full_source else 'source'}"
+            self.set_title(f"{c.candidate_id} {what} · d: {'diff' if self.full_source else 'source'}")
             self._body.update(Syntax(c.source, "python", theme=theme, line_numbers=True, word_wrap=False))
         else:
-            self.border_title = f"{c.candidate_id} diff vs {c.parent_id} · d: source"
+            self.set_title(f"{c.candidate_id} diff vs {c.parent_id} · d: source")
             self._body.update(Syntax(c.diff, "diff", theme=theme, word_wrap=False))
         self.scroll_home(animate=False)
         self.mode = mode

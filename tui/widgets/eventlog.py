@@ -14,6 +14,8 @@ from textual.widget import Widget
 
 from autokernel.engine.session_state import LogLine, SessionState
 
+from .titled import Titled
+
 STYLES = {"error": "bold $error", "warning": "$warning", "success": "$success", "info": ""}
 
 
@@ -22,7 +24,7 @@ def _line(line: LogLine) -> Content:
     return Content.assemble((stamp + " ", "dim"), (line.text, STYLES.get(line.level, "")))
 
 
-class EventLog(Widget, can_focus=True):
+class EventLog(Titled, Widget, can_focus=True):
     BINDINGS = [
         Binding("up", "scroll_lines(1)", "Older", show=False),
         Binding("down", "scroll_lines(-1)", "Newer", show=False),
@@ -54,8 +56,5 @@ class EventLog(Widget, can_focus=True):
         h = max(1, self.content_size.height)
         end = len(self._lines) - self.back
         shown = self._lines[max(0, end - h): end]
-        if self.back:
-            self.border_subtitle = f"{self.back} newer below · End: newest"
-        else:
-            self.border_subtitle = ""
+        self.border_subtitle = f"{self.back} newer below · End: newest" if self.back else ""
         return Content("\n").join(_line(line) for line in shown)

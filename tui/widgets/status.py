@@ -15,21 +15,22 @@ class StatusLine(Static):
     DEFAULT_CSS = "StatusLine { height: 1; background: $boost; padding: 0 1; }"
 
     def show(self, state: SessionState, elapsed_s: float | None = None, extra: str = "") -> None:
+        """What needs the person comes first (waiting, the approval mode), so a narrow terminal cuts the
+        device name, not them; below 110 columns the rate and the word "elapsed" go."""
         el = state.elapsed_s if elapsed_s is None else elapsed_s
+        wide = self.app.size.width >= 110
         colour = STATUS_COLOURS.get(state.status, "$foreground")
-        parts = [
-            f"[b {colour}]{escape(state.status)}[/]",
-            f"{state.experiments} exp ({state.rate_per_hour(el):.0f}/h)",
-            f"{format_duration(el)} elapsed",
-        ]
+        parts = [f"[b {colour}]{escape(state.status)}[/]"]
+        if extra:
+            parts.append(extra)
+        if state.pending is not None:
+            parts.append("[b reverse $warning] waiting for you [/]")
+        parts.append(f"approval [b]{escape(state.approval)}[/]")
+        parts.append(f"{state.experiments} exp ({state.rate_per_hour(el):.0f}/h)" if wide else f"{state.experiments} exp")
+        parts.append(f"{format_duration(el)} elapsed" if wide else format_duration(el))
         budget = state.budget_left(el)
         if budget:
             parts.append(escape(budget))
         parts.append(f"${state.cost_usd:.2f}")
-        parts.append(f"approval [b]{escape(state.approval)}[/]")
-        if state.pending is not None:
-            parts.append("[b reverse $warning] waiting for you [/]")
-        if extra:
-            parts.append(extra)
         parts.append(escape(state.device_name or state.device or "no device yet"))
         self.update(" │ ".join(parts))
