@@ -466,10 +466,11 @@ class TargetSearch:
             if result is None:
                 raise StopLoop()  # stopped while waiting: undecided, asked again on resume
             if result.verdict == "rejected":
+                # the reason is what was turned down: the decision and `by` already say who did it
                 ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="rejected",
-                                     reason="rejected by the person", by=result.by))
+                                     reason=why, by=result.by))
                 return
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="kept",
-                                 reason="approved: " + why, by=result.by))
+                                 reason="new best: " + why, by=result.by))
             return
         ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="kept", reason="new best: " + why))

@@ -128,6 +128,13 @@ def test_approval_gate_approve_one_reject_another(env):
     decisions = {d.candidate_id: d for d in _events(store, sid, ev.Decision)}
     assert (decisions[waiting[0]].decision, decisions[waiting[0]].by) == ("kept", "user")
     assert (decisions[waiting[1]].decision, decisions[waiting[1]].by) == ("rejected", "user")
+    # the event log says who decided once ("rejected by you: rejected by the person" before)
+    from autokernel.engine.session_state import describe
+
+    rejected, kept = describe(decisions[waiting[1]])[1], describe(decisions[waiting[0]])[1]
+    assert rejected.startswith(f"{waiting[1]} rejected by you: ") and "ms vs best" in rejected
+    assert kept.startswith(f"{waiting[0]} kept by you: new best: ")
+    assert rejected.count("reject") == 1 and "person" not in rejected and "approved" not in kept
     controls = [(c.action, c.value) for c in _events(store, sid, ev.ControlChanged)]
     assert ("approve", waiting[0]) in controls and ("reject", waiting[1]) in controls
     done = {d.target: d for d in _events(store, sid, ev.TargetDone)}

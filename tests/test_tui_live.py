@@ -62,6 +62,7 @@ async def test_approve_keeps_reject_discards_quit_stops(tmp_path, size):
         await wait_for(pilot, lambda: second in _decisions(store, session.session_id))
         d = _decisions(store, session.session_id)[second]
         assert (d.decision, d.by) == ("rejected", "user")
+        assert "reject" not in d.reason and " ms" in d.reason  # what was turned down; "by you" says who
         await wait_for(pilot, lambda: screen.state.targets["rmsnorm"].best_id == first or
                        screen.state.pending is not None)
         assert screen.state.targets["rmsnorm"].best_id != second
