@@ -1,0 +1,57 @@
+"""Issue 18's measurement without a search: the four forwards of a model with kernel-type starters kept.
+
+Runs the integration itself (`engine/integrate.py`: a subprocess, outputs checked, interleaved rounds)
+on the bundled example with each named kind's starter as the kept kernel, and prints eager,
+torch.compile, patched and patched + torch.compile, the recommendation, and the detail line;
+`-o FILE` also writes the IntegrationResult as JSON.
+
+    python scripts/four_forwards.py --device cuda --size large            (the bundled Llama on a GPU)
+    python scripts/four_forwards.py --kinds rmsnorm,fused_mlp --backend cuda -o out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+KINDS = "rmsnorm,rotary_embedding,flash_attention,fused_mlp,cross_entropy"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from autokernel.engine.examples import example_path
+    from autokernel.engine.integrate import FORWARDS, integrate_session_kernels
+    from autokernel.kernels import get_spec
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="llama", help="a bundled example's name, or a model file")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--size", default="large")
+    p.add_argument("--kinds", default=KINDS, help=f"comma-separated kernel types (default {KINDS})")
+    p.add_argument("--backend", default="triton")
+    p.add_argument("-o", "--out", help="write the result as JSON here")
+    args = p.parse_args(argv)
+    model = args.model if args.model.endswith(".py") else str(example_path(args.model))
+    kernels = []
+    for kind in args.kinds.split(","):
+        starter = Path(get_spec(kind).starters[args.backend])
+        kernels.append({"kind": kind, "candidate_id": f"{kind}-starter-{args.backend}", "source": starter.read_text()})
+    with tempfile.TemporaryDirectory() as work:
+        result = integrate_session_kernels(model, args.device, kernels, Path(work), size=args.size, timeout_s=1800)
+    ms = {"eager": result.eager_ms, "compile": result.compile_ms, "patched": result.model_ms,
+          "patched_compile": result.patched_compile_ms}
+    for name, label in FORWARDS.items():
+        print(f"{label:>24}: " + (f"{ms[name]:.4g} ms" if ms[name] else "not run"))
+    if result.compile_ms and result.patched_compile_ms:
+        print(f"patched + torch.compile vs torch.compile: {result.compile_ms / result.patched_compile_ms:.3f}x")
+    print(f"outputs match: {result.correct}; fastest: {FORWARDS.get(result.recommended, result.recommended)}")
+    print(result.detail)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result.payload(), indent=2, default=str))
+    return 0 if result.correct else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
