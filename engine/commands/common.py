@@ -65,17 +65,19 @@ class BackgroundRun:
         while not self.finished.wait(0.2):
             pass
 
-    def wait_stopping(self, stop: Callable[[], None], message: str, watch: Callable[[], None] | None = None) -> str:
+    def wait_stopping(self, stop: Callable[[], None], message: str | Callable[[], str],
+                      watch: Callable[[], None] | None = None) -> str:
         """Wait for the work (running `watch()` first, if given, e.g. a prompt loop); on Ctrl-C print
-        `message`, call `stop()` and wait again. Returns "done", "stopped" (Ctrl-C, then the work ended
-        cleanly) or "left" (a second Ctrl-C: the caller leaves at once)."""
+        `message` (a callable is asked then, so it can name what exists by that time, e.g. the session id),
+        call `stop()` and wait again. Returns "done", "stopped" (Ctrl-C, then the work ended cleanly) or
+        "left" (a second Ctrl-C: the caller leaves at once)."""
         try:
             if watch is not None:
                 watch()
             self.wait()
             return "done"
         except (KeyboardInterrupt, EOFError):
-            print(message, file=sys.stderr)
+            print(message() if callable(message) else message, file=sys.stderr)
             stop()
             try:
                 self.wait()

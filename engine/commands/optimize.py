@@ -139,6 +139,12 @@ class HeadlessPrinter:
                     + (" by user" if e.by == "user" else ""))
 
 
+def resume_command(session_id: str, api_base: str | None = None) -> str:
+    """How a stopped or left session goes on, as the TUI's exit line says it (with the server it asked)."""
+    return f"resume with: autokernel optimize --headless --resume {session_id}" + (
+        f" --api-base {api_base}" if api_base else "")
+
+
 def _prompt_loop(session, finished: threading.Event, out: TextIO) -> None:
     """Answer approvals from the terminal while the session thread runs (until `finished` is set)."""
     asked = None
@@ -203,11 +209,15 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stderr if args.json else sys.stdout
     session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])
     job = BackgroundRun(session.run, "autokernel-session")
-    ended = job.wait_stopping(session.stop, "stopping after the current experiment (Ctrl-C again to leave now; "
-                              "--resume continues)",
+
+    def resume() -> str:  # the session id exists once the run has opened it
+        return resume_command(session.session_id, args.api_base) if session.session_id else "--resume continues"
+
+    ended = job.wait_stopping(session.stop, lambda: f"stopping after the current experiment; then {resume()} "
+                                                    "(Ctrl-C again to leave now)",
                               watch=(lambda: _prompt_loop(session, job.finished, out)) if approval == "ask" else None)
     if ended == "left":
-        print(f"left at once; resume with: autokernel optimize --headless --resume {session.session_id}", file=sys.stderr)
+        print(f"left at once; {resume()}", file=sys.stderr)
         return 130
     interrupted = ended == "stopped"
     summary = job.result() or {}
@@ -216,9 +226,10 @@ def run(args: argparse.Namespace) -> int:
     elif summary:
         per = summary.get("experiment_seconds") or {}
         pace = f" (median {per['median']:.3g} s per experiment)" if per.get("median") is not None else ""
-        print(f"session {summary.get('session_id')}: {summary.get('status')}, {summary.get('experiments')} experiments"
-              f"{pace}, {summary.get('elapsed_s')} s; export with: autokernel export {summary.get('session_id')} -o DIR",
-              file=out)
+        sid = summary.get("session_id")
+        more = f"{resume_command(sid, args.api_base)}; " if summary.get("status") == "stopped" else ""
+        print(f"session {sid}: {summary.get('status')}, {summary.get('experiments')} experiments"
+              f"{pace}, {summary.get('elapsed_s')} s; {more}export with: autokernel export {sid} -o DIR", file=out)
     if interrupted or summary.get("status") == "stopped":
         return 130
     return 0 if summary.get("status") == "completed" else 1

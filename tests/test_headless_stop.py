@@ -1,0 +1,44 @@
+"""Ctrl-C in `autokernel optimize --headless`: the lines it prints give the command that continues the
+session, with its id, as the TUI's exit line does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+TINY = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, -1)
+def get_inputs():
+    return [torch.randn(64, 256)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_ctrl_c_names_the_resume_command_with_the_session_id(tmp_path):
+    (tmp_path / "tiny.py").write_text(TINY)
+    db = tmp_path / "s.db"
+    env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(tmp_path / "tiny.py"),
+                             "--headless", "--device", "cpu", "--max-experiments", "3", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        first = proc.stdout.readline()  # printed once the session exists (its id is known from then on)
+        assert first.startswith("session started:"), first + proc.stderr.read()[-2000:]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    from autokernel.engine.store import Store
+
+    (row,) = Store(db).sessions()
+    resume = f"resume with: autokernel optimize --headless --resume {row['id']}"
+    assert proc.returncode == 130 and row["status"] == "stopped", err[-2000:]
+    assert err.startswith(f"stopping after the current experiment; then {resume} (Ctrl-C again"), err[-2000:]
+    assert f"session {row['id']}: stopped" in out and f"{resume}; export with" in out, out[-2000:]
