@@ -25,8 +25,10 @@ perf_counter = time.perf_counter
 monotonic = time.monotonic
 
 # Modules a candidate uses but does not own, besides torch's namespaces and every loaded autokernel
-# module: a replaced clock, statistic or launcher changes what the timer or the harness measures.
-_FOREIGN_MODULES = ("time", "statistics", "threading", "triton", "triton.language", "triton.testing",
+# module: a replaced clock, statistic, thread count or launcher changes what the timer or the harness sees.
+# Of these only the functions and classes are watched: their data (torch.cuda._initialized, a hook left
+# None) changes as the process runs.
+_FOREIGN_MODULES = ("time", "statistics", "threading", "_thread", "triton", "triton.language", "triton.testing",
                     "triton.runtime.jit", "triton.runtime.interpreter")
 
 
@@ -35,11 +37,11 @@ def _namespaces() -> dict[str, Any]:
     each autokernel module defines (the harness's, the timer's, the specs' and their references)."""
     import torch.nn.functional as F
 
-    out: dict[str, Any] = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor,
-                           "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event}
+    out: dict[str, Any] = {"torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor}
     for name in _FOREIGN_MODULES:
         if sys.modules.get(name) is not None:
             out[name] = sys.modules[name]
+    out["torch.cuda"], out["torch.cuda.Event"] = torch.cuda, torch.cuda.Event
     jit = sys.modules.get("triton.runtime.jit")
     if jit is not None and isinstance(getattr(jit, "JITFunction", None), type):
         out["triton.runtime.jit.JITFunction"] = jit.JITFunction
@@ -53,6 +55,11 @@ def _namespaces() -> dict[str, Any]:
     return out
 
 
+def _owned_or_torch(name: str) -> bool:
+    """Namespaces watched whole: torch's public ones and the harness's own (its limits are data too)."""
+    return name.startswith("autokernel.") or name in ("torch", "torch.nn.functional", "torch.Tensor")
+
+
 class Untouched:
     """A snapshot of the watched namespaces; `changed()` names what was replaced or removed since.
     Attributes added later are not counted (torch and triton load submodules lazily). In-process, so
@@ -61,7 +68,7 @@ class Untouched:
     def __init__(self) -> None:
         self._watched = _namespaces()
         self._before = {(m, n): v for m, obj in self._watched.items() for n, v in list(vars(obj).items())
-                        if not n.startswith("__")}
+                        if not n.startswith("__") and (_owned_or_torch(m) or callable(v))}
 
     def changed(self) -> list[str]:
         return [f"{m}.{n}" for (m, n), v in self._before.items() if vars(self._watched[m]).get(n) is not v]
