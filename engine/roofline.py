@@ -102,7 +102,7 @@ def impossible_time(kernel_ms: float, bytes_: float, flops: float, dtype: Any, c
     if floor <= 0 or kernel_ms >= FLOOR_SLACK * floor:
         return ""
     return (f"measured {kernel_ms:.4g} ms, under the floor of {floor:.4g} ms for this shape ({bytes_ / 1e6:.4g} MB "
-            f"at {ceilings.bandwidth_gbs:.0f} GB/s, {flops / 1e9:.4g} GFLOP at {ceilings.tflops(dtype):.0f} TFLOP/s, "
+            f"at {ceilings.bandwidth_gbs:.4g} GB/s, {flops / 1e9:.4g} GFLOP at {ceilings.tflops(dtype):.4g} TFLOP/s, "
             f"{ceilings.launch_us:.3g} us per launch): impossible, so the work was not all timed")
 
 

@@ -177,6 +177,30 @@ def test_bench_command_checks_times_and_records_each_starter(tmp_path):
     assert len(recorded) == len(doc["results"]) and recorded[0].candidate_id == "starter:rmsnorm:triton"
 
 
+def test_bench_table_on_the_cpu_names_no_ceiling(tmp_path):
+    """The CPU table's title read "ceilings: copy 62 GB/s, matmul 0 TFLOP/s": ceilings mean nothing there."""
+    done = _autokernel("bench", "--kernel", "rmsnorm", "--backend", "triton", "--device", "cpu", "--no-compile",
+                       "--db", str(tmp_path / "s.db"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    head, _, rows = done.stdout.partition("┃ kernel")
+    assert "no ceilings on the CPU" in head and "TFLOP/s" not in head and "GB/s" not in head, head
+    row = next(line for line in rows.splitlines() if line.startswith("│ rmsnorm"))
+    assert [c.strip() for c in row.strip("│").split("│")][5] == "-"  # the % ceiling column
+    assert not re.search(r"\b0 (TFLOP|GB)/s", done.stdout)
+
+
+def test_bench_title_never_prints_a_zero_ceiling():
+    from autokernel.engine.commands.bench import table_title
+    from autokernel.engine.roofline import Ceilings
+
+    gpu = Ceilings(device_name="GPU", bandwidth_gbs=3350.0, matmul_tflops={"fp32": 0.4, "bf16": 989.0},
+                   measured=False, device="cuda")
+    assert table_title(gpu, "bf16") == "GPU, bf16; ceilings: copy 3,350 GB/s, matmul 989 TFLOP/s"
+    assert table_title(gpu, "fp32").endswith("matmul 0.4 TFLOP/s")
+    unmeasured = Ceilings(device_name="GPU", bandwidth_gbs=0.0, matmul_tflops={"fp32": 0.0}, measured=False, device="cuda")
+    assert table_title(unmeasured, "fp32").endswith("ceilings: copy not measured, matmul not measured")
+
+
 # The interpreter runs kernels as Python, so only the compiler sees some errors (types it cannot
 # lower, a shared-memory layout ptxas rejects). Each starter's Triton launches at LLM shapes are
 # captured on CPU tensors (nothing runs) and compiled for sm_90 through ptxas, as an H100 would.

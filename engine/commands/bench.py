@@ -53,6 +53,22 @@ def _plan(args, device):
     return plan
 
 
+def _rate(x: float) -> str:
+    """Three significant digits (a rate below 1 must not print as 0); thousands grouped."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def table_title(ceil, dtype: str) -> str:
+    """The table's title: the device and the ceilings its percentages are of; on the CPU, where every
+    timing runs under Triton's interpreter, there is no ceiling worth naming (it read "matmul 0 TFLOP/s")."""
+    if not ceil.meaningful:
+        return (f"{ceil.device_name}, {dtype}; [yellow]no ceilings on the CPU: timings under Triton's interpreter "
+                "are NOT meaningful[/]")
+    rates = [f"copy {_rate(ceil.bandwidth_gbs)} GB/s" if ceil.bandwidth_gbs > 0 else "copy not measured",
+             f"matmul {_rate(ceil.tflops(dtype))} TFLOP/s" if ceil.tflops(dtype) > 0 else "matmul not measured"]
+    return f"{ceil.device_name}, {dtype}; ceilings: {', '.join(rates)}"
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -121,16 +137,13 @@ def run(args: argparse.Namespace) -> int:
                     "results": [r.to_json() for r in results], "failed": failures})
         return 0 if not failures else 1
     console = Console(width=None if sys.stdout.isatty() else 170)
-    title = f"{ceil.device_name}, {args.dtype}; ceilings: copy {ceil.bandwidth_gbs:.0f} GB/s, matmul {ceil.tflops(args.dtype):.0f} TFLOP/s"
-    if device != "cuda":
-        title += "  [yellow](CPU, Triton interpreter: timings NOT meaningful)[/]"
-    table = Table(title=title, title_justify="left")
+    table = Table(title=table_title(ceil, args.dtype), title_justify="left")
     for col in ("kernel", "backend", "shape", "ms", "achieved", "% ceiling", "% copy@size", "eager ms", "compile ms",
                 "x eager", "x compile"):
         table.add_column(col, justify="left" if col in ("kernel", "backend", "shape") else "right")
     for r in results:
         table.add_row(r.kernel, r.backend, _shape(r.shape), f"{r.kernel_ms:.4f}", f"{r.achieved:,.0f} {r.metric}"
-                      if r.achieved >= 10 else f"{r.achieved:.3g} {r.metric}", f"{100 * r.fraction_of_ceiling:.0f}%",
+                      if r.achieved >= 10 else f"{r.achieved:.3g} {r.metric}", f"{100 * r.fraction_of_ceiling:.0f}%" if ceil.meaningful else "-",
                       f"{100 * r.achieved / r.copy_gbs:.0f}%" if r.copy_gbs else "-",
                       f"{r.eager_ms:.4f}", "-" if r.compile_ms is None else f"{r.compile_ms:.4f}",
                       f"{r.speedup_eager:.2f}", "-" if r.speedup_compile is None else f"{r.speedup_compile:.2f}")
