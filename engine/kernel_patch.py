@@ -352,17 +352,37 @@ def _op_impl(*args):
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape):
         raise RuntimeError(f"{site.name}: PyTorch's result is not one {tuple(shape)} tensor, so a compiled "
                            f"model cannot take it from the {site.op} operator")
-    out = out.to(dtype).contiguous()
+    out = out.to(dtype)
     ptr = out.untyped_storage().data_ptr()
-    if any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args):
-        out = out.clone()  # an operator's output may not alias its inputs
+    if out.stride() != _strides(site.op, args[0], shape) \
+            or any(isinstance(a, torch.Tensor) and a.untyped_storage().data_ptr() == ptr for a in args):
+        out = _layout(site.op, args[0], shape, dtype, out.device).copy_(out)  # may not alias an input either
     return out
+
+
+def _strides(op, x, shape):
+    """The strides `_layout` gives, without allocating where they follow from the shape alone."""
+    if op == "rotary_embedding":
+        return torch.empty_like(x, device="meta").stride()
+    strides, step = [], 1
+    for n in reversed(tuple(shape)):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _layout(op, x, shape, dtype, device):
+    """An empty output as the fake implementation makes it: rotary keeps x's layout (its starter writes a
+    transposed q in place order, so attention's output reshapes as a view), the others are contiguous."""
+    if op == "rotary_embedding":
+        return torch.empty_like(x, dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device)
 
 
 def _fake_for(name):
     def fake(*args):
         shape, dtype = _OUTPUTS[name](*args[:-1])
-        return args[0].new_empty(shape, dtype=dtype)
+        return _layout(name, args[0], shape, dtype, args[0].device)
     return fake
 
 

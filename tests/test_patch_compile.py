@@ -186,3 +186,29 @@ def test_each_copy_of_the_patch_file_has_its_own_namespace_and_patching_twice_is
             code = "".join(g.code for g in graphs)
             assert f"torch.ops.{module.namespace()}.softmax.default" in code
             assert model._kernel_patch_stats.calls["softmax"] == 1
+
+
+def test_an_operator_returns_the_layout_its_fake_implementation_promised():
+    """Inductor lays out the graph by the fake implementation: a kernel whose output is transposed is copied
+    to the promised contiguous layout, while rotary keeps a transposed q's layout (its starter writes it that
+    way, so attention's output reshapes as a view), and a kernel that returns its input (unchecked here) is
+    copied: an operator's output may not alias its inputs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    model = Tiny().eval()
+    stats = kernel_patch.patch(model, {"softmax": lambda x: torch.softmax(x, -1).t().contiguous().t(),
+                                       "rotary_embedding": lambda x, cos, sin: x}, verify=False)
+    site = {s.op: s.id for s in kernel_patch._SITES.values() if s.stats is stats}
+    ops = kernel_patch._OPS
+    x = torch.randn(5, 7)
+    q = torch.randn(2, 8, 2, 8).transpose(1, 2)  # [B, H, S, D] in [B, S, H, D] memory
+    with torch.no_grad():
+        soft = ops["softmax"](x, site["softmax"])
+        rotated = ops["rotary_embedding"](q, model.rotary.cos, model.rotary.sin, site["rotary_embedding"])
+        with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+            fake_soft = ops["softmax"](fake.from_tensor(x), site["softmax"])
+            fake_rotated = ops["rotary_embedding"](fake.from_tensor(q), model.rotary.cos, model.rotary.sin,
+                                                   site["rotary_embedding"])
+    assert soft.is_contiguous() and soft.stride() == fake_soft.stride() and torch.allclose(soft, torch.softmax(x, -1))
+    assert rotated.stride() == fake_rotated.stride() == torch.empty_like(q).stride() != torch.empty(q.shape).stride()
+    assert rotated.data_ptr() != q.data_ptr() and torch.equal(rotated, q)
