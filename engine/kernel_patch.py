@@ -345,12 +345,14 @@ _NAMESPACE = []
 
 def _op_impl(*args):
     """What the compiled graph runs for one of our operators: the site's kernel (checked at the first
-    call of each shape), held to the shape and dtype the fake implementation promised."""
+    call of each shape), held to the shape, dtype and layout the fake implementation promised. Routes
+    take only calls whose tensors share one dtype, which the contracts keep; an original that returns
+    another dtype (the check refused the kernel there) is cast, since the graph was built on the promise."""
     site, args = _SITES[args[-1]], args[:-1]
     shape, dtype = _OUTPUTS[site.op](*args)
     out = site.run(args)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape):
-        raise RuntimeError(f"{site.name}: PyTorch's result is not one {tuple(shape)} tensor, so a compiled "
+        raise RuntimeError(f"{site.name}: the result is not one {tuple(shape)} tensor, so a compiled "
                            f"model cannot take it from the {site.op} operator")
     out = out.to(dtype)
     ptr = out.untyped_storage().data_ptr()
