@@ -1,0 +1,560 @@
+"""An Inductor seed: a whole-problem candidate (`ModelNew`) made of the Triton kernels torch.compile writes.
+
+The offline agent needs a correct first candidate for any problem, not only the nine kernel types. Inductor
+already knows how to fuse any forward into Triton kernels, so we ask it for its code and turn that code
+into a plain candidate file: `@triton.jit` kernels launched with explicit grids from a `forward`, no
+`torch.compile` at run time and no Inductor launcher (its `CachingAutotuner` cannot run on the CPU).
+
+How the code is obtained (torch 2.13, triton 3.9, no GPU): the problem's Model is captured with
+`torch.export` (its parameters become graph inputs in a known order) and handed to Inductor's
+`compile_fx` under `torch._inductor.utils.get_code` (code generation only, nothing compiled or run) with
+`cpu_backend = "triton"`. Code generation asks Triton's active driver for a cache hash, which fails without
+a GPU ("0 active drivers"), so the hash is replaced for the duration; Inductor's own CPU-Triton runtime needs
+the triton-cpu backend, which we never use: the kernels run under `TRITON_INTERPRET=1` (or compiled on a GPU).
+Matmuls: Inductor writes `tl.dot` kernels (`triton.native_matmul`) only for GPU devices; the device check is
+lifted so a GEMM becomes a Triton kernel too. Convolutions are decomposed into im2col + matmul before Inductor
+sees them, so they also become Triton. Whatever Inductor still hands to a library (`extern_kernels.*`, an
+aten fallback) is called through torch and named in the file's `EXTERN` list: the harness refuses such a
+candidate today (it computes with a PyTorch op), which is issue 17's "library part" question.
+
+Launch configurations are Inductor's own first heuristic choice (`triton_heuristics.<kind>` configs), written
+as module-level constants (`K0_XBLOCK = 64`), so a tuning move is a one-line diff.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+HEADER_IMPORTS = {  # what Inductor's kernel sources import; the seed imports the same once at its top
+    "triton", "triton.language", "torch._inductor.runtime", "torch._inductor.runtime.triton_helpers",
+    "torch._inductor.runtime.hints",
+}
+_ALLOCATORS = {"empty_strided_cpu", "empty_strided_cuda", "empty_strided"}
+_SKIPPED_CALLS = {"assert_alignment", "get_raw_stream"}
+
+
+class SeedError(ValueError):
+    """Inductor's code for this problem could not be made into a plain candidate (one line: why)."""
+
+
+@dataclass
+class Seed:
+    source: str  # the candidate file
+    kernels: list[str]  # names of the Triton kernels it launches
+    extern: list[str] = field(default_factory=list)  # library calls it keeps (mm, convolution, aten fallbacks)
+    inductor_code: str = ""  # Inductor's wrapper as generated, for the record
+
+
+# ---------------------------------------------------------------- capture and code generation
+
+def _native_matmul_anywhere(mat1: Any, mat2: Any) -> bool:
+    """Inductor's `use_native_matmul` without its GPU-only device check (kernel/mm_common.py, torch 2.13)."""
+    import torch
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+    from torch.fx.experimental.symbolic_shapes import has_free_unbacked_symbols
+
+    if not config.triton.native_matmul or config.triton.use_block_ptr:
+        return False
+    ok = (torch.int8, torch.uint8, torch.float16, torch.bfloat16, torch.float32)
+    if mat1.dtype not in ok or mat2.dtype not in ok:
+        return False
+    m, k, n = mat1.get_size()[-2], mat1.get_size()[-1], mat2.get_size()[-1]
+    if any(map(has_free_unbacked_symbols, [m, k, n])):
+        return False
+    return not any(V.graph.sizevars.statically_known_leq(d, 1) for d in (m, k, n))
+
+
+def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
+                    output_padding: Any, groups: int) -> Any:
+    """A 2-d convolution as im2col (`F.unfold`) and a matmul, so Inductor writes Triton for all of it."""
+    import torch
+    import torch.nn.functional as F
+
+    if transposed or groups != 1 or x.dim() != 4:
+        return NotImplemented
+    n, _, h, w = x.shape
+    out_c, _, kh, kw = weight.shape
+    oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # [n, c*kh*kw, oh*ow]
+    y = torch.matmul(weight.reshape(out_c, -1), cols)  # [n, out_c, oh*ow]
+    if bias is not None:
+        y = y + bias.reshape(1, out_c, 1)
+    return y.reshape(n, out_c, oh, ow)
+
+
+def _decompositions() -> dict:
+    import torch
+    from torch.export import default_decompositions
+
+    table = default_decompositions()
+    table[torch.ops.aten.convolution.default] = _conv_as_matmul
+    return table
+
+
+@dataclass
+class _Exported:
+    graph_module: Any
+    args: list  # one value per placeholder, in order
+    sources: list[tuple[str, Any]]  # per placeholder: ("input", index) | ("state", dotted name) | ("const", tensor)
+    several: bool  # whether the forward returns a tuple/list
+
+
+def export_problem(model: Any, inputs: list) -> _Exported:
+    """The problem's forward as an ATen graph whose placeholders are its state and inputs, in order."""
+    import torch
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    with torch.no_grad():
+        out = model(*inputs)
+        ep = torch.export.export(model, tuple(inputs))
+        ep = ep.run_decompositions(_decompositions())
+    sig = ep.graph_signature
+    if any(o.kind != OutputKind.USER_OUTPUT for o in sig.output_specs):
+        raise SeedError("the forward mutates a buffer or input; the seed handles pure forwards only")
+    args, sources, user = [], [], 0
+    for spec in sig.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            args.append(inputs[user])
+            sources.append(("input", user))
+            user += 1
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+            args.append(value)
+            sources.append(("state", spec.target))
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            value = ep.constants[spec.target]
+            args.append(value)
+            sources.append(("const", value))
+        else:
+            raise SeedError(f"an input of kind {spec.kind.name} is not supported")
+    return _Exported(ep.graph_module, args, sources, isinstance(out, (tuple, list)))
+
+
+def inductor_code(exported: _Exported) -> str:
+    """Inductor's wrapper code (kernels included) for the exported graph, generated but never compiled."""
+    import torch
+    import torch.utils._triton as triton_utils
+    from torch._inductor import config
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.utils import get_code
+
+    patches = {"cpu_backend": "triton", "triton.native_matmul": True, "freezing": False,
+               "triton.unique_kernel_names": True, "fallback_random": True}
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(config.patch(patches))
+        stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
+        stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
+        stack.enter_context(mock.patch("torch._inductor.kernel.bmm.use_native_matmul", _native_matmul_anywhere))
+        stack.enter_context(torch.no_grad())
+        codes = get_code(lambda: compile_fx(exported.graph_module, list(exported.args)))
+    if not codes:
+        raise SeedError("Inductor generated no code")
+    return codes[0]
+
+
+# ---------------------------------------------------------------- Inductor's code -> a candidate file
+
+@dataclass
+class _Kernel:
+    name: str
+    index: int
+    functions: list[str]  # the @triton.jit sources (helpers first, the kernel last), renamed per kernel
+    params: list[str]  # the kernel's runtime parameters (constexprs left out)
+    constexprs: list[str]
+    config: dict  # Inductor's first heuristic choice: block sizes, num_warps, num_stages
+    inductor_meta: dict
+
+
+def _heuristic_configs(kind: str, kwargs: dict) -> list:
+    """The configs `triton_heuristics.<kind>(...)` would autotune over, without building its autotuner."""
+    from torch._inductor.runtime import triton_heuristics
+
+    captured: list = []
+
+    def capture(size_hints: Any, configs: Any, *args: Any, **kw: Any) -> Any:
+        captured.extend(configs)
+        return lambda fn: fn
+
+    heuristic = getattr(triton_heuristics, kind, None)
+    if heuristic is None:
+        raise SeedError(f"unknown Inductor heuristic {kind!r}")
+    with mock.patch.object(triton_heuristics, "cached_autotune", capture):
+        heuristic(**kwargs)
+    if not captured:
+        raise SeedError(f"Inductor's {kind} heuristic gave no launch configuration")
+    return captured
+
+
+def _parse_kernel(name: str, index: int, source: str) -> _Kernel:
+    from torch._inductor.runtime.hints import AutotuneHint, DeviceProperties, ReductionHint, TileHint
+
+    tree = ast.parse(source)
+    functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            if not set(mods) <= HEADER_IMPORTS:
+                raise SeedError(f"kernel {name} imports {', '.join(mods)}")
+        elif not isinstance(node, ast.FunctionDef) and not (
+                isinstance(node, ast.Expr) and "set_driver_to_cpu" in ast.unparse(node)):
+            raise SeedError(f"kernel {name} has a top-level statement the seed cannot carry: {ast.unparse(node)[:60]}")
+    kernel = next((f for f in functions if f.name == name), None)
+    if kernel is None:
+        raise SeedError(f"kernel {name} not found in its source")
+    helpers = {f.name: f"{f.name}_k{index}" for f in functions if f is not kernel}
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.Name:
+            if node.id in helpers:
+                node.id = helpers[node.id]
+            return node
+
+    heuristic = None
+    for f in functions:
+        for deco in list(f.decorator_list):
+            if isinstance(deco, ast.Call) and ast.unparse(deco.func).startswith("triton_heuristics."):
+                heuristic = deco
+                f.decorator_list.remove(deco)
+        if f.name in helpers:
+            f.name = helpers[f.name]
+        Rename().visit(f)
+    if heuristic is None:
+        raise SeedError(f"kernel {name} has no Inductor heuristic decorator")
+    scope = {"ReductionHint": ReductionHint, "TileHint": TileHint, "AutotuneHint": AutotuneHint,
+             "DeviceProperties": DeviceProperties, "__file__": f"{name}.py"}
+    kwargs = {k.arg: eval(compile(ast.Expression(k.value), name, "eval"), scope) for k in heuristic.keywords}  # noqa: S307 (Inductor's own literals)
+    kind = ast.unparse(heuristic.func).split(".", 1)[1]
+    configs = _heuristic_configs(kind, kwargs)
+    cfg = configs[0]
+    config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    args = kernel.args.args
+    constexprs = [a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
+    params = [a.arg for a in args if a.arg not in constexprs]
+    missing = [c for c in constexprs if c not in cfg.kwargs]
+    if missing:
+        raise SeedError(f"kernel {name}: no value for constexpr {', '.join(missing)}")
+    return _Kernel(name, index, [ast.unparse(f) for f in functions], params, constexprs, config,
+                   kwargs.get("inductor_meta") or {})
+
+
+def _grid(kernel: _Kernel, prefix: str) -> tuple[list[str], str]:
+    """Inductor's own grid expression for the kernel (GridExpr), its block sizes named by constants."""
+    from torch._inductor.runtime.triton_heuristics import GridExpr
+
+    meta = {k: f"{prefix}_{k}" for k in kernel.constexprs}
+    try:
+        grid = GridExpr.from_meta(kernel.inductor_meta, meta)
+    except (AssertionError, TypeError, KeyError):  # a grid that needs the values themselves
+        grid = GridExpr.from_meta(kernel.inductor_meta, {k: kernel.config[k] for k in kernel.constexprs})
+    return list(grid.prefix), f"({grid.x_grid}, {grid.y_grid}, {grid.z_grid})"
+
+
+class _Wrapper:
+    """Reads Inductor's wrapper module: its kernels and the body of `call(args)`."""
+
+    def __init__(self, code: str):
+        self.tree = ast.parse(code)
+        self.kernels: dict[str, _Kernel] = {}
+        call = None
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    ast.unparse(node.value.func) == "async_compile.triton":
+                name = node.targets[0].id
+                source = node.value.args[1].value
+                self.kernels[name] = _parse_kernel(name, len(self.kernels), source)
+            elif isinstance(node, ast.FunctionDef) and node.name == "call":
+                call = node
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
+                    ast.unparse(node.value.func).startswith("async_compile."):
+                raise SeedError(f"Inductor wrote a non-Triton kernel ({ast.unparse(node.value.func)})")
+        if call is None:
+            raise SeedError("Inductor's wrapper has no call(args)")
+        self.call = call
+
+
+def _state_expr(name: str) -> str:
+    return f"_state(self, {name!r})"
+
+
+def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], list[str], list[str], list]:
+    """(forward body lines, extern calls kept, kernels launched, lifted constants) from Inductor's `call(args)`."""
+    lines: list[str] = []
+    extern: list[str] = []
+    launched: list[str] = []
+    consts: list[str] = []
+    body = wrapper.call.body
+
+    class Calls(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            func = ast.unparse(node.func)
+            if func in _ALLOCATORS:
+                node.func = ast.parse("torch.empty_strided", mode="eval").body
+                if len(node.args) == 3:
+                    node.keywords.append(ast.keyword("dtype", node.args.pop()))
+                node.keywords.append(ast.keyword("device", ast.Name("_device")))
+            elif func == "reinterpret_tensor":
+                node.func = ast.Name("_view")
+            elif func.startswith("extern_kernels."):
+                op = func.split(".", 1)[1]
+                import torch
+                if not hasattr(torch, op):
+                    raise SeedError(f"Inductor calls extern kernel {op}, which torch does not expose")
+                extern.append(op)
+                node.func = ast.parse(f"torch.{op}", mode="eval").body
+            elif func.startswith(("aten.", "torch.ops.aten.")):
+                extern.append(func.rsplit(".", 2)[-2] if func.count(".") > 1 else func)
+                node.func = ast.parse(func if func.startswith("torch.") else f"torch.ops.{func}", mode="eval").body
+            return node
+
+    for stmt in body:
+        text = ast.unparse(stmt)
+        if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value) == "args":
+            names = [e.id for e in stmt.targets[0].elts] if isinstance(stmt.targets[0], ast.Tuple) \
+                else [stmt.targets[0].id]
+            if len(names) != len(exported.sources):
+                raise SeedError(f"Inductor's call takes {len(names)} inputs, the graph has {len(exported.sources)}")
+            for name, (kind, what) in zip(names, exported.sources):
+                if kind == "input":
+                    lines.append(f"{name} = inputs[{what}]")
+                elif kind == "state":
+                    lines.append(f"{name} = {_state_expr(what)}")
+                else:
+                    consts.append(what)
+                    lines.append(f"{name} = _CONSTANTS[{len(consts) - 1}].to(_device)")
+            import torch
+            tensors = [n for n, (kind, _), v in zip(names, exported.sources, exported.args)
+                       if kind != "const" and isinstance(v, torch.Tensor)]
+            if not tensors:
+                raise SeedError("the problem has no tensor input or parameter to take the device from")
+            lines.append(f"_device = {tensors[-1]}.device")
+            continue
+        if text == "args.clear()":
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = ast.unparse(stmt.value.func)
+            if func in _SKIPPED_CALLS:
+                continue
+            if func == "assert_size_stride":
+                a = stmt.value.args
+                lines.append(f"_check_layout({ast.unparse(a[0])}, {ast.unparse(a[1])}, {ast.unparse(a[2])})")
+                continue
+            if func.endswith(".run") and func[:-4] in wrapper.kernels:
+                kernel = wrapper.kernels[func[:-4]]
+                args = [ast.unparse(a) for a in stmt.value.args]
+                if len(args) != len(kernel.params):
+                    raise SeedError(f"kernel {kernel.name} is called with {len(args)} arguments, takes "
+                                    f"{len(kernel.params)}")
+                prefix = f"K{kernel.index}"
+                numels = [(p, a) for p, a in zip(kernel.params, args) if p.endswith("numel")]
+                if numels:
+                    lines.append(f"{', '.join(p for p, _ in numels)} = {', '.join(a for _, a in numels)}")
+                grid_prefix, grid = _grid(kernel, prefix)
+                lines.extend(grid_prefix)
+                call_args = [p if p.endswith("numel") else a for p, a in zip(kernel.params, args)]
+                meta = [f"{k}={prefix}_{k}" for k in kernel.constexprs]
+                meta += [f"num_warps={prefix}_WARPS", f"num_stages={prefix}_STAGES"]
+                lines.append(f"{kernel.name}[{grid}]({', '.join(call_args + meta)})")
+                launched.append(kernel.name)
+                continue
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
+                ast.unparse(stmt.value.func) in _SKIPPED_CALLS:
+            continue
+        if isinstance(stmt, ast.Return):
+            value = stmt.value
+            items = value.elts if isinstance(value, ast.Tuple) else [value]
+            outs = [ast.unparse(e) for e in items]
+            lines.append(f"return ({', '.join(outs)},)" if exported.several else f"return {outs[0]}")
+            continue
+        stmt = Calls().visit(stmt)
+        lines.append(ast.unparse(ast.fix_missing_locations(stmt)))
+    return lines, sorted(set(extern)), launched, consts
+
+
+_PRELUDE = '''"""ModelNew for {problem_name}, seeded from the Triton that Inductor (torch.compile) generates for it.
+
+Written by `autokernel seed` ({why}). Plain Triton launched from forward: no torch.compile at run time.
+Launch settings are Inductor's first heuristic choice, one constant per knob (K<i>_<KNOB>).{extern_note}
+"""
+
+import importlib.util as _ilu
+import os as _os
+import sys as _sys
+from pathlib import Path as _Path
+
+import torch
+
+if not torch.cuda.is_available():
+    _os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit runs
+
+import triton
+import triton.language as tl
+from torch._inductor.runtime import triton_helpers
+from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+
+if _os.environ.get("TRITON_INTERPRET") == "1":
+    # Triton's interpreter runs no libdevice call (it returns None): tl.math where it has the function, and
+    # plain formulas for the rest. Compiled on a GPU, the kernels use libdevice as Inductor wrote them.
+    @triton.jit
+    def _tanh(x):
+        return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+    @triton.jit
+    def _trunc(x):
+        return tl.where(x >= 0, tl.math.floor(x), tl.math.ceil(x))
+
+    @triton.jit
+    def _pow(x, y):
+        return tl.math.exp(y * tl.math.log(x))
+
+    @triton.jit
+    def _isnan(x):
+        return x != x
+
+    @triton.jit
+    def _isinf(x):
+        return tl.math.abs(x) == float("inf")
+
+    @triton.jit
+    def _log1p(x):
+        return tl.math.log(1.0 + x)
+
+    @triton.jit
+    def _expm1(x):
+        return tl.math.exp(x) - 1.0
+
+    @triton.jit
+    def _log10(x):
+        return tl.math.log(x) * 0.4342944819032518
+
+    @triton.jit
+    def _signbit(x):
+        return x < 0
+
+    class _Libdevice:
+        _SHIMS = {{"tanh": _tanh, "fast_tanhf": _tanh, "trunc": _trunc, "pow": _pow, "isnan": _isnan,
+                   "isinf": _isinf, "log1p": _log1p, "expm1": _expm1, "log10": _log10, "signbit": _signbit}}
+
+        def __getattr__(self, name):  # looked up at launch, when the interpreter has patched tl.math
+            if name in self._SHIMS:
+                return self._SHIMS[name]
+            if hasattr(tl.math, name):
+                return getattr(tl.math, name)
+            raise AttributeError(f"libdevice.{{name}} has no stand-in under Triton's interpreter")
+
+    libdevice = _Libdevice()
+
+PROBLEM = {problem!r}
+EXTERN = {extern!r}  # library calls this seed still makes (the harness refuses them today)
+
+
+def _load_problem():
+    """The problem's Model class (ModelNew keeps its constructor, so parameters agree seed for seed)."""
+    spec = _ilu.spec_from_file_location("_seed_problem_%x" % abs(hash(PROBLEM)), PROBLEM)
+    module = _ilu.module_from_spec(spec)
+    _sys.modules[spec.name] = module
+    _sys.path.insert(0, str(_Path(PROBLEM).parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        _sys.path.remove(str(_Path(PROBLEM).parent))
+    return module.Model
+
+
+def _state(module, dotted):
+    for part in dotted.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _view(tensor, size, stride, offset):
+    return tensor.as_strided(size, stride, tensor.storage_offset() + offset)
+
+
+def _check_layout(tensor, size, stride):  # Inductor's code assumes these (a dim of size 1 has any stride)
+    if tuple(tensor.shape) != tuple(size) or any(
+            n > 1 and s != want for n, s, want in zip(size, tensor.stride(), stride)):
+        raise ValueError(f"seed expects size {{tuple(size)}} stride {{tuple(stride)}}, got "
+                         f"{{tuple(tensor.shape)}} {{tuple(tensor.stride())}}")
+'''
+
+
+def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
+    """The seed candidate's source for a problem whose Model (built) and inputs are given."""
+    problem = Path(problem).resolve()
+    exported = export_problem(model, inputs)
+    code = inductor_code(exported)
+    wrapper = _Wrapper(code)
+    body, extern, launched, consts = _rewrite_call(wrapper, exported)
+    if not launched:
+        raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
+    parts = [_PRELUDE.format(
+        problem_name=problem.name, problem=str(problem), extern=extern,
+        why="Inductor's kernels, made launchable by hand",
+        extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else "")]
+    if consts:
+        parts.append("_CONSTANTS = [" + ", ".join(
+            f"torch.tensor({c.tolist()!r}, dtype={c.dtype})" for c in consts) + "]\n")
+    for kernel in wrapper.kernels.values():
+        if kernel.name not in launched:
+            continue
+        prefix = f"K{kernel.index}"
+        knobs = [f"{prefix}_{k} = {kernel.config[k]}" for k in kernel.constexprs]
+        knobs += [f"{prefix}_WARPS = {kernel.config['num_warps']}", f"{prefix}_STAGES = {kernel.config['num_stages']}"]
+        parts.append("\n" + "\n".join(knobs) + "\n\n" + "\n\n".join(
+            "@triton.jit\n" + src if not src.startswith("@") else src for src in kernel.functions) + "\n")
+    forward = textwrap.indent("\n".join(body), " " * 8)
+    parts.append(f'''
+
+class ModelNew(_load_problem()):
+    """The problem's Model (same constructor, same parameters) with a forward of Inductor's kernels."""
+
+    def forward(self, *inputs):
+{forward}
+''')
+    source = "\n".join(parts)
+    compile(source, "seed", "exec")  # a seed that does not parse is our bug, found here
+    return Seed(source=source, kernels=launched, extern=extern, inductor_code=code)
+
+
+def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None = None) -> Seed:
+    """Load the problem file the way the harness does (seeded Model, one get_inputs() draw) and seed it."""
+    from .model_loading import load_model
+
+    loaded = load_model(Path(problem), device, size=size)
+    return write_seed(problem, loaded.model, list(loaded.inputs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m autokernel.engine.inductor_seed PROBLEM -o SEED`: runs torch.compile's code generation
+    in this process, so callers (the CLI, tests) run it in a subprocess of their own."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="autokernel-seed")
+    p.add_argument("problem")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--size", default=None)
+    args = p.parse_args(argv)
+    try:
+        seed = seed_for_problem(args.problem, "cpu", args.size)
+    except SeedError as e:
+        print(json.dumps({"ok": False, "error": str(e)}))
+        return 1
+    Path(args.output).write_text(seed.source)
+    print(json.dumps({"ok": True, "kernels": seed.kernels, "extern": seed.extern}))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
