@@ -117,7 +117,7 @@ def test_size_reaches_the_model_file(tmp_path):
 
 
 def test_examples_load_small_and_return_what_they_document():
-    assert {"llama", "convnet"} <= set(names())
+    assert {"llama", "convnet", "vit"} <= set(names())
     with pytest.raises(ValueError, match="known: "):
         example_path("nope")
     llama = load_model(example_path("llama"), "cpu")
@@ -125,6 +125,13 @@ def test_examples_load_small_and_return_what_they_document():
     assert loss.dim() == 0 and torch.isfinite(loss) and logits.shape[-1] == 1024
     probs = load_model(example_path("convnet"), "cpu").forward()
     assert torch.allclose(probs.sum(-1), torch.ones(probs.shape[0]), atol=1e-5)
+    vit = load_model(example_path("vit"), "cpu")
+    logits = vit.forward()
+    assert logits.shape == (2, 10) and bool(torch.isfinite(logits).all())
+    images, keep = vit.inputs
+    trimmed = keep.clone()
+    trimmed[1, -1] = False  # a padded patch is masked out of attention and pooling: the output moves
+    assert not torch.allclose(vit.model(images, trimmed)[1], logits[1])
 
 
 def _run_cli(*args, env_extra=None):
@@ -154,7 +161,7 @@ def test_real_cli_syntax_error_and_missing_file(tmp_path):
     assert p.returncode == 2 and p.stderr.strip() == f"autokernel profile: error: model file {tmp_path / 'nothing.py'} does not exist"
 
 
-@pytest.mark.parametrize("name", ["llama", "convnet"])
+@pytest.mark.parametrize("name", ["llama", "convnet", "vit"])
 def test_large_examples_fit_a_gpu(name, monkeypatch):
     """Built on the meta device (no memory, no time): the large sizes run and stay far under 40 GB."""
     import importlib.util

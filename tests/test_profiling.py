@@ -188,6 +188,14 @@ def test_convnet_example_profiles():
     assert any(r.kind == "softmax" for r in result.rows)
 
 
+def test_vit_example_profiles_with_its_norms_attention_and_ops_outside_the_kinds():
+    result = profile_model(load_model(example_path("vit"), "cpu"), warmup=1, iters=1, ceilings=CEIL)
+    kinds = {r.kind for r in result.rows}
+    names = {r.name for r in result.rows}
+    assert {"layernorm", "softmax", "matmul"} <= kinds
+    assert {"aten::conv2d", "aten::gelu", "aten::group_norm", "aten::masked_fill"} <= names
+
+
 def test_llama_hotspots_example_is_the_three_memory_bound_targets_at_the_llamas_shapes():
     result = profile_model(load_model(example_path("llama_hotspots"), "cpu"), warmup=1, iters=1, ceilings=CEIL)
     rows = {r.kind: r for r in result.rows}
