@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards hotspots pace probe rowwise mma gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -143,6 +143,15 @@ step_pace() {
     echo "pace parallel_compile=$pc rc=$? $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("experiment_seconds"))' "$RESULTS/pace_$pc.json" 2>&1)" \
       | tee -a "$RESULTS/pace.txt"
   done
+}
+
+step_forwards() {
+  # Issue 18: eager, torch.compile, patched and patched + torch.compile in interleaved rounds, with the
+  # starters kept: the bundled Llama, and the ViT (written unlike the kernel types: not tuned for).
+  "$PY" scripts/four_forwards.py --device "$DEVICE" --size "$SIZE" -o "$RESULTS/forwards_llama.json" \
+    > "$RESULTS/forwards_llama.txt" 2>&1; echo "forwards llama rc=$?"; cat "$RESULTS/forwards_llama.txt" | tail -8
+  "$PY" scripts/four_forwards.py --model vit --kinds "${VIT_KINDS:-layernorm,softmax}" --device "$DEVICE" --size "$SIZE" \
+    -o "$RESULTS/forwards_vit.json" > "$RESULTS/forwards_vit.txt" 2>&1; echo "forwards vit rc=$?"; tail -8 "$RESULTS/forwards_vit.txt"
 }
 
 step_gputests() {
