@@ -16,7 +16,7 @@ import sys
 from .errors import UserError
 
 COMMANDS = (
-    "profile", "check", "bench", "kernels", "optimize", "sessions", "replay", "export", "kernelbench",
+    "profile", "check", "bench", "kernels", "optimize", "sessions", "replay", "export", "kernelbench", "extract",
 )
 
 

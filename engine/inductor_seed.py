@@ -534,24 +534,33 @@ def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m autokernel.engine.inductor_seed PROBLEM -o SEED`: runs torch.compile's code generation
-    in this process, so callers (the CLI, tests) run it in a subprocess of their own."""
+    """`python -m autokernel.engine.inductor_seed PROBLEM... -o OUT`: one seed per problem (OUT is the file for
+    one problem, a folder of `<stem>_seed.py` for several), one JSON line each. It runs torch.compile's code
+    generation in this process, so callers (the CLI, tests) run it as a subprocess of their own."""
     import argparse
     import json
 
     p = argparse.ArgumentParser(prog="autokernel-seed")
-    p.add_argument("problem")
+    p.add_argument("problems", nargs="+")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--size", default=None)
     args = p.parse_args(argv)
-    try:
-        seed = seed_for_problem(args.problem, "cpu", args.size)
-    except SeedError as e:
-        print(json.dumps({"ok": False, "error": str(e)}))
-        return 1
-    Path(args.output).write_text(seed.source)
-    print(json.dumps({"ok": True, "kernels": seed.kernels, "extern": seed.extern}))
-    return 0
+    failed = 0
+    for problem in args.problems:
+        out = Path(args.output)
+        if len(args.problems) > 1:
+            out.mkdir(parents=True, exist_ok=True)
+            out = out / f"{Path(problem).stem}_seed.py"
+        try:
+            seed = seed_for_problem(problem, "cpu", args.size)
+        except SeedError as e:
+            print(json.dumps({"problem": problem, "ok": False, "error": str(e)}), flush=True)
+            failed += 1
+            continue
+        out.write_text(seed.source)
+        print(json.dumps({"problem": problem, "ok": True, "seed": str(out), "kernels": seed.kernels,
+                          "extern": seed.extern}), flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -241,9 +241,8 @@ def match_row(cands: list[Candidate], row: Any) -> list[Candidate]:
         hits = [c for c in cands if any(m in row.modules for m in c.modules)]
     else:
         hits = [c for c in cands if c.anchor_op == row.name and (not row.shapes or c.anchor_shapes in row.shapes)]
-        if row.shapes:  # the costliest call's shapes first
-            hits.sort(key=lambda c: row.shapes.index(c.anchor_shapes))
-    return sorted(hits, key=lambda c: -len(c.nodes))
+    rank = {s: i for i, s in enumerate(getattr(row, "shapes", None) or [])}  # the costliest call's shapes first
+    return sorted(hits, key=lambda c: (rank.get(c.anchor_shapes, 0), -len(c.nodes)))
 
 
 def find(cands: list[Candidate], name: str) -> Candidate:
