@@ -381,7 +381,7 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
 
 _PRELUDE = '''"""ModelNew for {problem_name}, seeded from the Triton that Inductor (torch.compile) generates for it.
 
-Written by `autokernel seed` ({why}). Plain Triton launched from forward: no torch.compile at run time.
+Written by autokernel's Inductor seed (engine/inductor_seed.py: {why}). Plain Triton launched from forward: no torch.compile at run time.
 Launch settings are Inductor's first heuristic choice, one constant per knob (K<i>_<KNOB>).{extern_note}
 """
 

@@ -111,7 +111,8 @@ def _capture_make_fx(model: torch.nn.Module, inputs: list) -> Capture:
         return torch.func.functional_call(model, state, tuple(flat[len(named):]))
 
     args = [v for _, _, v in named] + list(inputs)
-    gm = make_fx(forward, pre_dispatch=True)(*args)
+    # Real tensors, and a branch on a tensor's value follows the value these inputs have (one forward's graph).
+    gm = make_fx(forward, pre_dispatch=True, record_module_stack=True, _error_on_data_dependent_ops=False)(*args)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     state = {p.name: (kind, name) for p, (kind, name, _) in zip(placeholders, named)}
     return Capture(gm.graph, _run(gm, args), state, "make_fx")
