@@ -29,7 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
-from . import coverage, guards
+from . import coverage, guards, l2
 from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -331,9 +331,10 @@ def _host_copies_watched(tracker: "LaunchTracker") -> Iterator[list[str]]:
                 delattr(torch.Tensor, name)
 
 
-def _refuse_what_escapes(out: Any, threads: str) -> None:
-    """Outputs that compute when read, work left on a thread, replaced library functions: each would let
-    the values come out right while the call (and so the timer) does none of the work."""
+def _refuse_what_escapes(out: Any, threads: str, device: str) -> None:
+    """Outputs that compute when read, work left on a thread, replaced library functions, L2 set aside to
+    survive the timer's flush: each would let the values come out right while the call (and so the timer)
+    does less than the work."""
     changed = guards.replaced()
     if changed:
         raise TrialFailure(guards.replaced_reason(changed, "during a call"))
@@ -343,6 +344,9 @@ def _refuse_what_escapes(out: Any, threads: str) -> None:
             raise TrialFailure(f"{why}{f' (output {k})' if several(out) else ''}")
     if threads:
         raise TrialFailure(threads)
+    if l2.persisting_bytes(device):
+        raise TrialFailure("sets aside L2 for persisting accesses (cudaLimitPersistingL2CacheSize): its lines would "
+                           "survive the timer's L2 flush, which no caller in a model gets")
 
 
 def call_watched(ctx: CheckContext, args: tuple) -> Any:
@@ -356,6 +360,7 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
     if ctx.device == "cuda":
         tracker.expected_stream = torch.cuda.current_stream().cuda_stream
     threads_before = guards.thread_snapshot()
+    l2.reset(ctx.device)  # GPU only: what a candidate set aside is seen after its own call
     try:
         with _host_copies_watched(tracker) as host_copies, rec:
             out = ctx.kernel_fn(*args)
@@ -385,7 +390,7 @@ def call_watched(ctx: CheckContext, args: tuple) -> Any:
             f"computes with PyTorch ops ({', '.join('aten::' + o for o in compute_ops[:4])}) instead of its own kernel")
     if rec.device_moves:
         raise TrialFailure(f"moves data off the device ({rec.device_moves[0]}): the work must run in its own kernel")
-    _refuse_what_escapes(out, threads)
+    _refuse_what_escapes(out, threads, ctx.device)
     if tracker.launches > before:
         ctx.own_kernel_seen = True
     elif not ctx.own_kernel_seen:

@@ -29,6 +29,7 @@ import torch
 from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
 from .guards import output_refusal, perf_counter, thread_snapshot, threads_left
+from . import l2
 from .harness import launch_tracker
 from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
@@ -125,6 +126,7 @@ def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args
         state["i"] += 1
         _flip(args, data_args)
         if device == "cuda":
+            l2.reset(device)  # lines a kernel asked the L2 to keep would survive the flush
             _flush_l2(device)
             _host_lead(device)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -173,6 +175,7 @@ def wall_clock_ms(fn: Callable[..., Any], sets: list[tuple], n: int) -> float:
     """ms per call over a batch closed by a whole-device synchronize: work that a kernel leaves on a
     side stream is invisible to events on the default stream, but not to this."""
     call = _rotating(fn, sets)
+    l2.reset("cuda")
     torch.cuda.synchronize()
     t0 = perf_counter()
     for _ in range(n):
@@ -282,6 +285,8 @@ def _time_kernel(spec: KernelSpec, kernel_fn: Callable[..., Any], sets: list[tup
     threads = threads_left(threads_before, "after the timed calls")
     if threads:
         raise RuntimeError(f"the kernel {threads}")
+    if l2.persisting_bytes(device):
+        raise RuntimeError("the kernel set aside L2 for persisting accesses when timed: its lines survive the L2 flush")
     check_timed_output(spec, out, args, dtype)
     return kernel_ms, note
 

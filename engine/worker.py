@@ -347,9 +347,14 @@ def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
 def _serve(conn: _Duplex, device: str) -> None:
     from dataclasses import asdict
 
-    from . import guards, harness, precompile, timing  # guards first of all: its clocks are the clean ones
+    from . import guards, harness, l2, precompile, timing  # guards first of all: its clocks are the clean ones
 
     harness.launch_tracker()
+    if device == "cuda":  # the driver library loaded, and no L2 set aside, before any candidate
+        import torch
+
+        torch.zeros(1, device="cuda")
+        l2.reset(device)
     try:  # dynamo replaces a few torch functions when first imported: let that happen before any watch
         import torch._dynamo  # noqa: F401
     except Exception:

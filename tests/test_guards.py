@@ -85,3 +85,11 @@ def test_a_time_under_the_floor_is_refused_by_bench_not_recorded(monkeypatch):
     monkeypatch.setattr(timing, "device_ceilings", lambda device: _gpu_like(1e6))
     rec = timing.bench(spec, fn, shape, "fp32", "cpu", with_compile=False)
     assert rec.kernel_ms > 0 and rec.speedup_eager > 0
+
+
+def test_the_l2_set_aside_is_gpu_only_code_that_does_nothing_on_cpu():
+    from autokernel.engine import l2
+
+    l2.reset("cpu")
+    assert l2.persisting_bytes("cpu") == 0
+    assert l2._driver == []  # libcuda never loaded (this machine may have none)
