@@ -16,10 +16,12 @@ def test_screenshots_script_writes_the_screens(tmp_path):
                           "--out", str(out)], capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr
     names = sorted(p.name for p in out.glob("*.svg"))
-    assert names == ["live-120x40.svg", "replay-120x40.svg", "replay-80x24.svg", "replay-failure-120x40.svg",
-                     "sessions.svg"]
+    assert names == ["live-120x40.svg", "live-80x24.svg", "replay-120x40.svg", "replay-80x24.svg",
+                     "replay-failure-120x40.svg", "sessions.svg"]
     live = (out / "live-120x40.svg").read_text()
     assert "<svg" in live and "Approve" in live and "harness" in live
+    compact = (out / "live-80x24.svg").read_text()
+    assert "Quit" in compact and "Help" in compact  # the footer's keys fit an SSH terminal
     assert "synthetic-8-7" in (out / "sessions.svg").read_text().replace("&#160;", " ")
 
 

@@ -99,16 +99,17 @@ def take(store: Store, ref: str, out: Path, size: tuple[int, int] = (120, 40)) -
     shoot(AutokernelApp(store, mode="sessions"), out / "sessions.svg", size=(w, 20))
 
     cut = live_cut(events)
-    playback = StoredPlayback(events, sid, cut)
-    inbox = EventInbox()
-    playback.listeners.append(inbox.push)
     frozen_at = events[cut - 1].ts
-    app = AutokernelApp(store, mode="live", session=playback, inbox=inbox, clock=lambda: frozen_at)
+    for live_size in (size, (80, 24)):  # the large layout and the compact one an SSH terminal gets
+        playback = StoredPlayback(events, sid, cut)
+        inbox = EventInbox()
+        playback.listeners.append(inbox.push)
+        app = AutokernelApp(store, mode="live", session=playback, inbox=inbox, clock=lambda: frozen_at)
 
-    def drawn() -> bool:
-        return isinstance(app.screen, LiveScreen) and app.screen.state.n_events >= cut
+        def drawn(app: AutokernelApp = app) -> bool:
+            return isinstance(app.screen, LiveScreen) and app.screen.state.n_events >= cut
 
-    shoot(app, out / f"live-{w}x{h}.svg", ready=drawn)
+        shoot(app, out / f"live-{live_size[0]}x{live_size[1]}.svg", size=live_size, ready=drawn)
     return shots
 
 
