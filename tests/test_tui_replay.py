@@ -10,7 +10,7 @@ import pytest
 
 from autokernel.engine import events as ev
 from autokernel.tui.app import AutokernelApp
-from autokernel.tui.screens.replay import ReplayScreen
+from autokernel.tui.screens.replay import ReplayBar, ReplayScreen
 from autokernel.tui.screens.sessions import SessionsScreen
 from autokernel.tui.widgets.bottlenecks import BottleneckTable
 from autokernel.tui.widgets.chart import SpeedupChart
@@ -51,9 +51,11 @@ async def test_replay_steps_through_the_stored_events(tmp_path, size):
         # [ and ] move by experiment; Home goes to the start, where nothing has happened yet
         await pilot.press("home")
         assert screen.position == 0 and screen.state.candidate is None
+        assert "before the first of 12 experiments" in text_of(screen.query_one(ReplayBar))
         await pilot.press("right_square_bracket")
         assert isinstance(events[screen.position - 1], ev.CandidateWritten)
         assert screen.state.candidate.experiment == 1
+        assert "experiment 1 of 12" in text_of(screen.query_one(ReplayBar))
         assert "○" in text_of(screen.query_one(StagesPanel))  # pending ("○ pending", or at 80x24 the mark)
 
         # step to the first failing stage: the panel shows fail with its reason

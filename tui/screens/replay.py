@@ -81,10 +81,11 @@ class ReplayScreen(Screen):
     def _show_bar(self) -> None:
         n = len(self.timeline)
         c = self.state.candidate
-        exp = f"experiment {c.experiment}" if c else "no experiment yet"
+        total = self.timeline.final.experiments
+        exp = f"experiment {c.experiment} of {total}" if c else f"before the first of {total} experiments"
         play = "[b $success]playing[/]" if self.playing else "[b]paused[/]"
         self.query_one(ReplayBar).update(
-            f"[b $accent]replay[/] event {self.position}/{n} │ {exp} of {self.timeline.final.experiments} │ "
+            f"[b $accent]replay[/] event {self.position}/{n} │ {exp} │ "
             f"{play} at {SPEEDS[self.speed_i]} ev/s │ {self.timeline.session_id}")
 
     def go(self, position: int) -> None:
