@@ -164,12 +164,19 @@ def compiled_headline(e: ev.IntegrationResult) -> str:
     return text
 
 
+def _row_label(row: dict) -> str:
+    """A profile row by its kind, or by its op where the kind says nothing ("other")."""
+    kind = row.get("kind") or "?"
+    return f"{kind} ({row.get('name')})" if kind == "other" and row.get("name") else kind
+
+
 def describe(e: ev.Event) -> tuple[str, str] | None:
     """One line for the event log (level, text); None for events that only change panels."""
     if isinstance(e, ev.SessionStarted):
-        return "info", f"session started: {e.kind} {e.model or ''} on {e.device_name or e.device} ({e.agent}, approval {e.approval})"
+        how = f" ({e.agent}, approval {e.approval})" if e.agent else ""  # a profile has no agent to steer
+        return "info", f"session started: {e.kind} {e.model or ''} on {e.device_name or e.device}{how}"
     if isinstance(e, ev.ProfileReady):
-        top = ", ".join(f"{r.get('kind', '?')} {100 * float(r.get('share') or 0):.0f}%" for r in e.rows[:3])
+        top = ", ".join(f"{_row_label(r)} {100 * float(r.get('share') or 0):.0f}%" for r in e.rows[:3])
         return "info", f"profile ready: {len(e.rows)} ops, {e.total_ms:.3g} ms total; top: {top}"
     if isinstance(e, ev.TargetStarted):
         shape = "×".join(str(v) for v in e.shape.values())

@@ -123,6 +123,17 @@ def test_the_integration_line_reads_as_words():
     assert level == "success" and text == "integrated rmsnorm in 9 modules (27 calls): model 31.8 ms, 1.03x vs eager"
 
 
+def test_a_profile_session_reads_without_an_agent_and_names_its_ops():
+    """A profile has no agent or approval to show, and 'top: other 68%, other 15%' said nothing."""
+    from autokernel.engine.session_state import describe
+
+    _, started = describe(ev.SessionStarted(kind="profile", model="convnet.py", device="cpu", device_name="CPU"))
+    assert started == "session started: profile convnet.py on CPU"
+    rows = [{"name": "aten::conv2d", "kind": "other", "share": 0.68}, {"name": "Softmax", "kind": "softmax", "share": 0.1}]
+    _, ready = describe(ev.ProfileReady(rows=rows, total_ms=272.0))
+    assert ready.endswith("top: other (aten::conv2d) 68%, softmax 10%")
+
+
 def test_an_integration_shows_its_measured_speedup_in_the_rows_it_swapped_until_a_new_best():
     """`e2e now` was an Amdahl estimate only: on the CPU (timings not meaningful) it read 1.000x even after the
     integration measured the model at 0.88x."""
