@@ -153,3 +153,29 @@ def test_an_integration_shows_its_measured_speedup_in_the_rows_it_swapped_until_
     assert s.rows[target_row].e2e_now == estimate  # stale: the estimate again, until the next integration
     failed = fold([*events, ev.IntegrationResult(replaced=integrated.replaced, correct=False, speedup_eager=0.88)])
     assert failed.rows[target_row].e2e_now == estimate
+
+
+def test_the_harness_panel_shows_no_speed_of_light_for_a_cpu_timing():
+    """A CPU has no ceiling worth a fraction: '0% of speed of light' beside an interpreter's time said nothing."""
+    import dataclasses
+
+    from autokernel.engine.session_state import SessionState
+    from autokernel.tui.synthetic import session_events
+    from autokernel.tui.widgets.stages import StagesPanel
+
+    from tui_support import text_of
+
+    for meaningful in (True, False):
+        state = SessionState()
+        for e in session_events(4, 7, "auto", finish=False):
+            if isinstance(e, ev.BenchResult):  # up to the first timed candidate
+                state.apply(dataclasses.replace(e, meaningful=meaningful))
+                break
+            state.apply(e)
+        for compact in (False, True):
+            panel = StagesPanel()
+            panel.compact = compact
+            panel.show(state)
+            text = text_of(panel)
+            assert "timed" in text
+            assert (("speed of light" in text or "SoL" in text) == meaningful), text

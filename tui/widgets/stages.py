@@ -57,7 +57,8 @@ class StagesPanel(Static):
         if b:
             note = "" if b.get("meaningful", True) else " [dim](CPU: not meaningful)[/]"
             lines.append(f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{note}")
-            lines.append(f"      {100 * b.get('fraction_of_ceiling', 0):.0f}% of speed of light{_compile(b)}")
+            if b.get("meaningful", True):  # a CPU has no ceiling worth a fraction
+                lines.append(f"      {100 * b.get('fraction_of_ceiling', 0):.0f}% of speed of light{_compile(b)}")
         outcome = _outcome(state, c)
         self.update("\n".join(lines + [outcome] if outcome else lines))
 
@@ -71,9 +72,9 @@ class StagesPanel(Static):
             status, detail, _ = c.stage(failed)
             detail_line = f"[$error]{failed} {escape(status)}: {escape(detail)}[/]"
         elif b:
-            note = "" if b.get("meaningful", True) else " [dim](CPU)[/]"
-            detail_line = (f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager · "
-                           f"{100 * b.get('fraction_of_ceiling', 0):.0f}% SoL{_compile(b)}{note}")
+            sol = (f" · {100 * b.get('fraction_of_ceiling', 0):.0f}% SoL{_compile(b)}" if b.get("meaningful", True)
+                   else " [dim](CPU)[/]")
+            detail_line = f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{sol}"
         else:
             detail_line = "[dim]checking…[/]" if not c.decision else ""
         return [candidate_line(c), stages, detail_line, _outcome(state, c)]
