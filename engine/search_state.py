@@ -15,6 +15,7 @@ from typing import Any
 from . import events as ev
 from .agents.base import Measurement, Tried
 from .results import STAGES
+from .session_state import model_vs_compile
 
 TERMINAL = ("pass", "fail", "crash", "timeout", "skipped")
 
@@ -288,6 +289,7 @@ class SearchState:
             "cost_usd": round(self.cost_usd, 6),
             "targets": targets,
             "integration": integ,
+            "model_vs_compile": model_vs_compile(self.integration),
             "experiment_seconds": self.experiment_seconds(),
         }
 

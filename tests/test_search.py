@@ -334,6 +334,9 @@ def test_headless_llama_session_killed_resumed_integrated_exported(tmp_path):
     integ = _events(store, sid, ev.IntegrationResult)
     assert integ and integ[0].correct, integ[0].detail if integ else "no integration"
     assert any(r["calls"] for r in integ[0].replaced) and not integ[0].meaningful
+    if integ[0].compile_ms:  # the headline: the model against torch.compile (None if compile could not run)
+        assert summary["model_vs_compile"] == pytest.approx(
+            integ[0].compile_ms / min(ms for ms in (integ[0].model_ms, integ[0].patched_compile_ms) if ms))
 
     out_dir = tmp_path / "llama_kernels"
     proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "export", sid, "--db", str(db), "-o",

@@ -4,12 +4,14 @@ approval, and replay checkpoints that give the same state as folding from the st
 from __future__ import annotations
 
 
+import pytest
+
 from autokernel.engine import events as ev
 from autokernel.engine.commands.replay import state_json
 from autokernel.engine.session_state import SessionState, Timeline, amdahl, fold, load_timeline
 from autokernel.tui.synthetic import session_events
 
-from tui_support import stored_session
+from tui_support import stored_session, sync
 
 
 def test_amdahl_bound():
@@ -179,3 +181,35 @@ def test_the_harness_panel_shows_no_speed_of_light_for_a_cpu_timing():
             text = text_of(panel)
             assert "timed" in text
             assert (("speed of light" in text or "SoL" in text) == meaningful), text
+
+
+def test_the_model_against_torch_compile_is_our_best_forward_over_compiles():
+    from autokernel.engine.session_state import model_vs_compile
+
+    base = dict(correct=True, model_ms=29.3, eager_ms=33.0, compile_ms=25.0, speedup_eager=1.13)
+    assert model_vs_compile(ev.IntegrationResult(**base, patched_compile_ms=20.0)) == pytest.approx(1.25)
+    assert model_vs_compile(ev.IntegrationResult(**base)) == pytest.approx(25.0 / 29.3)  # no compiled patch
+    assert model_vs_compile(ev.IntegrationResult(**dict(base, correct=False), patched_compile_ms=20.0)) is None
+    assert model_vs_compile(ev.IntegrationResult(**dict(base, compile_ms=None))) is None
+    assert model_vs_compile(None) is None
+
+
+@sync
+async def test_the_status_line_heads_with_the_model_against_torch_compile_once_integrated(tmp_path):
+    from autokernel.engine.store import Store
+    from autokernel.tui.app import AutokernelApp
+    from autokernel.tui.synthetic import write_session
+    from autokernel.tui.widgets.status import StatusLine
+
+    from tui_support import text_of
+
+    store = Store(tmp_path / "s.db")
+    sid = write_session(store, experiments=4, finish=False)
+    store.append(sid, ev.IntegrationResult(correct=True, model_ms=29.3, eager_ms=33.0, compile_ms=25.0,
+                                           speedup_eager=1.13, patched_compile_ms=26.0, meaningful=True))
+    app = AutokernelApp(store, mode="replay", replay=sid)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert "model 0.96× compile" in text_of(app.screen.query_one(StatusLine))
+        await pilot.press("left")  # one event back: not integrated yet, no headline
+        assert "compile" not in text_of(app.screen.query_one(StatusLine))

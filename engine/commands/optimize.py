@@ -228,6 +228,9 @@ def run(args: argparse.Namespace) -> int:
         pace = f" (median {per['median']:.3g} s per experiment)" if per.get("median") is not None else ""
         sid = summary.get("session_id")
         more = f"{resume_command(sid, args.api_base)}; " if summary.get("status") == "stopped" else ""
+        if summary.get("model_vs_compile"):
+            cpu = "" if (summary.get("integration") or {}).get("meaningful", True) else " (CPU: not meaningful)"
+            more = f"the model {summary['model_vs_compile']:.2f}x torch.compile{cpu}; " + more
         print(f"session {sid}: {summary.get('status')}, {summary.get('experiments')} experiments"
               f"{pace}, {summary.get('elapsed_s')} s; {more}export with: autokernel export {sid} -o DIR", file=out)
     if interrupted or summary.get("status") == "stopped":

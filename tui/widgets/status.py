@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.markup import escape
 from textual.widgets import Static
 
-from autokernel.engine.session_state import SessionState, format_duration
+from autokernel.engine.session_state import SessionState, format_duration, model_vs_compile
 
 STATUS_COLOURS = {"running": "$success", "paused": "$warning", "stopping": "$warning", "completed": "$success",
                   "stopped": "$warning", "failed": "$error", "waiting": "$secondary"}
@@ -15,8 +15,9 @@ class StatusLine(Static):
     DEFAULT_CSS = "StatusLine { height: 1; background: $boost; padding: 0 1; }"
 
     def show(self, state: SessionState, elapsed_s: float | None = None, extra: str = "") -> None:
-        """What needs the person comes first (waiting, the approval mode), so a narrow terminal cuts the
-        device name, not them; below 110 columns the rate and the word "elapsed" go."""
+        """What needs the person comes first (waiting, the approval mode), then, once integrated, the model
+        against torch.compile, so a narrow terminal cuts the device name, not them; below 110 columns the
+        rate and the word "elapsed" go. `*`: measured on the CPU, not meaningful."""
         el = state.elapsed_s if elapsed_s is None else elapsed_s
         wide = self.app.size.width >= 110
         colour = STATUS_COLOURS.get(state.status, "$foreground")
@@ -26,6 +27,11 @@ class StatusLine(Static):
         if state.pending is not None:
             parts.append("[b reverse $warning] waiting for you [/]")
         parts.append(f"approval [b]{escape(state.approval)}[/]")
+        vs_compile = model_vs_compile(state.integration)
+        if vs_compile is not None:  # the headline: the model against what `torch.compile(model)` gives
+            colour = "$success" if vs_compile >= 1.0 else "$warning"
+            cpu = "" if state.integration.meaningful else "*"
+            parts.append(f"model [b {colour}]{vs_compile:.2f}×{cpu}[/] compile")
         parts.append(f"{state.experiments} exp ({state.rate_per_hour(el):.0f}/h)" if wide else f"{state.experiments} exp")
         parts.append(f"{format_duration(el)} elapsed" if wide else format_duration(el))
         budget = state.budget_left(el)
