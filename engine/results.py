@@ -104,6 +104,17 @@ class BenchRecord:
     baseline: str = "reference"
     # GB/s of a plain device copy moving the same bytes (GB/s kernels on a GPU): full bandwidth at this size
     copy_gbs: float | None = None
+    # How the GPU times above were taken (engine/fair_timing.py): "events", or "wall clock" once the wall
+    # clock overruled the events (then for all three alike, so speedups compare like with like), with the
+    # reason ("launch-bound", "work escapes the events") and both methods' numbers; "" on CPU.
+    timed_by: str = ""
+    timing_reason: str = ""
+    kernel_event_ms: float | None = None
+    kernel_wall_ms: float | None = None
+    eager_event_ms: float | None = None
+    eager_wall_ms: float | None = None
+    compile_event_ms: float | None = None
+    compile_wall_ms: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

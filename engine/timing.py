@@ -9,7 +9,8 @@ results by anything but the data itself is timed on stale answers, and the last 
 output is checked against the reference for the values its inputs held. Each median is
 cross-checked by a wall-clock time of a batch of calls closed by a whole-device synchronize: work
 a kernel leaves on a side stream is invisible to events on the default stream but not to the wall
-clock, so when the two disagree the wall-clock figure is the one reported. The candidate, eager and
+clock, so when the two disagree the wall clock decides, for all three functions alike (a launch-bound
+candidate is compared with eager's wall clock, not its events: `fair_timing`). The candidate, eager and
 torch.compile are each timed in two rounds and the lower median counts (see `bench`).
 On CPU (Triton's interpreter) the same numbers are taken but marked not meaningful, and
 torch.compile is not timed.
@@ -33,11 +34,11 @@ from . import l2
 from .harness import launch_tracker
 from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
+from .fair_timing import NAMES, WALL, WALL_LOOKS, Times, WallLook, batch_size, fastest, timing_line
 from .roofline import ceilings as device_ceilings, copy_gbs_at, impossible_time
 
 L2_BYTES = 64 * 1024 * 1024  # larger than the H100's 50 MB and the H200's 60 MB
 MAX_ROTATION_BYTES = 4 * 1024**3
-SIDE_STREAM_SLACK = 1.5
 WARMUP_MS = 100.0  # device work before the first timed call of each kernel (clocks up, caches and lazy loads done)
 REPEAT_MS = 50.0  # the second look at each function (see `bench`)
 UNSTEADY = 1.25  # two looks further apart than this are reported in the record's note
@@ -171,41 +172,42 @@ def time_calls(fn: Callable[..., Any], sets: list[tuple], device: str, data_args
     return statistics.median(s.elapsed_time(e) for s, e in pairs), out, args
 
 
-def wall_clock_ms(fn: Callable[..., Any], sets: list[tuple], n: int) -> float:
-    """ms per call over a batch closed by a whole-device synchronize: work that a kernel leaves on a
-    side stream is invisible to events on the default stream, but not to this."""
+def wall_clock(fn: Callable[..., Any], sets: list[tuple], n: int) -> WallLook:
+    """Per call, over a batch closed by a whole-device synchronize: work that a kernel leaves on a side
+    stream is invisible to events on the default stream, but not to this; the host's share (the loop up
+    to the last launch returning) tells a launch-bound function from escaping work."""
     call = _rotating(fn, sets)
     l2.reset("cuda")
     torch.cuda.synchronize()
     t0 = perf_counter()
     for _ in range(n):
         call()
+    t1 = perf_counter()
     torch.cuda.synchronize()
-    return (perf_counter() - t0) * 1e3 / n
+    t2 = perf_counter()
+    return WallLook(wall_ms=(t2 - t0) * 1e3 / n, host_ms=(t1 - t0) * 1e3 / n)
+
+
+def wall_look(fn: Callable[..., Any], sets: list[tuple], event_ms: float) -> WallLook:
+    """The fastest of `WALL_LOOKS` wall-clock batches of `batch_size(event_ms)` calls: the same method for
+    the candidate, eager and torch.compile, so that wall clocks compare like with like."""
+    n = batch_size(event_ms)
+    return fastest([wall_clock(fn, sets, n) for _ in range(WALL_LOOKS)])
 
 
 def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: tuple[int, ...] = (0,),
-            again: bool = False) -> tuple[float, str, Any, tuple]:
-    """Median ms of one call, a note when the wall clock had to overrule the device events, and the
-    last timed call's output with its inputs (see `time_calls`). `again`: a second look at a function
-    timed a moment ago on a warm GPU (short warm-up and no wall-clock check: the first look did that)."""
+            again: bool = False) -> tuple[float, WallLook | None, Any, tuple]:
+    """Median events ms of one call, its wall-clock look (GPU, first look only), and the last timed
+    call's output with its inputs (see `time_calls`). `again`: a second look at a function timed a
+    moment ago on a warm GPU (short warm-up and no wall clock: the first look took it). Which of the
+    two is reported is `fair_timing.Times`' choice, made over all three functions together."""
     if again:
         event_ms, out, args = time_calls(fn, sets, device, data_args, rep_ms=REPEAT_MS, warmup_ms=0.0)
-        return event_ms, "", out, args
+        return event_ms, None, out, args
     event_ms, out, args = time_calls(fn, sets, device, data_args)
     if device != "cuda":
-        return event_ms, "", out, args
-    n = max(5, min(200, int(50 / max(event_ms, 1e-3))))
-    limit = SIDE_STREAM_SLACK * event_ms + 0.05
-    wall_ms = wall_clock_ms(fn, sets, n)
-    for _ in range(2):  # a host hiccup (a garbage collection, a clock ramp) is not the kernel's: look again
-        if wall_ms <= limit:
-            break
-        wall_ms = min(wall_ms, wall_clock_ms(fn, sets, n))
-    if wall_ms > limit:
-        return wall_ms, (f"wall-clock {wall_ms:.4f} ms vs events {event_ms:.4f} ms: work escapes the timed stream "
-                         f"(or launch-bound); the wall-clock time is reported"), out, args
-    return event_ms, "", out, args
+        return event_ms, None, out, args
+    return event_ms, wall_look(fn, sets, event_ms), out, args
 
 
 def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
@@ -268,16 +270,22 @@ def lower_look(first: dict[str, float | None], second: dict[str, float | None]) 
 
 
 def _time_kernel(spec: KernelSpec, kernel_fn: Callable[..., Any], sets: list[tuple], device: str,
-                 dtype: torch.dtype, again: bool = False) -> tuple[float, str]:
-    """The candidate's median ms (and the wall-clock note), watched for side-stream launches, with the
-    last timed call's output checked against the reference."""
+                 dtype: torch.dtype, again: bool = False, wall_after: float | None = None) -> tuple[float | None, WallLook | None]:
+    """The candidate's events median ms and wall-clock look, watched for side-stream launches and
+    leftover threads, with the last timed call's output checked against the reference. `wall_after`
+    (events ms of the first look): the second look is a wall-clock one only, as the baselines' are when
+    the wall clock decides."""
     tracker = launch_tracker()  # Triton launches on another stream than ours would escape the events
     tracker.off_stream = 0
     if device == "cuda":
         tracker.expected_stream = torch.cuda.current_stream().cuda_stream
     threads_before = thread_snapshot()
+    out = None
     try:
-        kernel_ms, note, out, args = time_ms(kernel_fn, sets, device, spec.data_args, again=again)
+        if wall_after is not None:
+            kernel_ms, wall = None, wall_look(kernel_fn, sets, wall_after)
+        else:
+            kernel_ms, wall, out, args = time_ms(kernel_fn, sets, device, spec.data_args, again=again)
     finally:
         tracker.expected_stream = None
     if tracker.off_stream:
@@ -287,8 +295,26 @@ def _time_kernel(spec: KernelSpec, kernel_fn: Callable[..., Any], sets: list[tup
         raise RuntimeError(f"the kernel {threads}")
     if l2.persisting_bytes(device):
         raise RuntimeError("the kernel set aside L2 for persisting accesses when timed: its lines survive the L2 flush")
-    check_timed_output(spec, out, args, dtype)
-    return kernel_ms, note
+    if wall_after is None:
+        check_timed_output(spec, out, args, dtype)
+    return kernel_ms, wall
+
+
+def _second_look(spec: KernelSpec, kernel_fn: Callable[..., Any], compiled: Callable | None, sets: list[tuple],
+                 device: str, dtype: torch.dtype, first: Times) -> Times:
+    """The three timed again by the method the first look chose: events (a warm GPU, short), or, once
+    the wall clock decides, wall-clock batches for all three."""
+    events, wall = first.events, first.wall
+    fns = {"eager": spec.eager, "torch.compile": compiled}
+    if first.method() == WALL:
+        second = {"candidate": _time_kernel(spec, kernel_fn, sets, device, dtype, wall_after=events["candidate"])[1]}
+        for name, fn in fns.items():
+            second[name] = wall_look(fn, sets, events[name]) if fn is not None and events[name] is not None else None
+        return Times(events=dict(events), wall={n: fastest([wall[n], second[n]]) for n in NAMES})
+    second_ev = {"candidate": _time_kernel(spec, kernel_fn, sets, device, dtype, again=True)[0]}
+    for name, fn in fns.items():
+        second_ev[name] = time_ms(fn, sets, device, spec.data_args, again=True)[0] if fn is not None else None
+    return Times(events=second_ev, wall={n: None for n in NAMES})
 
 
 def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_name: str, device: str,
@@ -299,39 +325,45 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
     and the lower median counts: on the H100 a starter once timed at 0.24 ms in its first look and
     0.05 ms everywhere else (the GPU not yet steady after the checks), which made the next candidate
     look 4.6x faster than it was. A slowdown is never the kernel's gain, so the lower look stands; when
-    the looks differ by more than `UNSTEADY`, the note says so."""
+    the looks differ by more than `UNSTEADY`, the note says so. The first round also takes each one's
+    wall clock; when it overrules the events (`fair_timing.Times`), all three are compared by wall clock,
+    and the record carries both methods' numbers and the reason."""
     dtype = dtype_from_name(dtype_name)
     ceil = device_ceilings(device)
     sets = input_sets(spec, shape, dtype, device)
     kernel_fn(*sets[0])  # compile / autotune outside the timing
-    kernel_ms, note = _time_kernel(spec, kernel_fn, sets, device, dtype)
-    eager_ms, _, _, _ = time_ms(spec.eager, sets, device, spec.data_args)
+    kernel_ms, kernel_wall = _time_kernel(spec, kernel_fn, sets, device, dtype)
+    eager_ms, eager_wall, _, _ = time_ms(spec.eager, sets, device, spec.data_args)
     with_compile = (device == "cuda") if with_compile is None else with_compile
-    compile_ms, why, compiled = None, "", None
+    compile_ms, compile_wall, why, compiled = None, None, "", None
     if with_compile:
         compiled, why, _ = compiled_baseline(spec, shape, dtype, sets[0])
         if compiled is not None:
-            compile_ms, _, _, _ = time_ms(compiled, sets, device, spec.data_args)
+            compile_ms, compile_wall, _, _ = time_ms(compiled, sets, device, spec.data_args)
     else:
         why = "torch.compile is not timed on CPU"
-    note_unsteady = ""
+    note_unsteady, fair = "", {}
     if device == "cuda":
-        first = {"candidate": kernel_ms, "eager": eager_ms, "torch.compile": compile_ms}
-        second = {
-            # a wall-clock overrule stands: events alone would hide what escaped them
-            "candidate": None if note else _time_kernel(spec, kernel_fn, sets, device, dtype, again=True)[0],
-            "eager": time_ms(spec.eager, sets, device, spec.data_args, again=True)[0],
-            "torch.compile": time_ms(compiled, sets, device, spec.data_args, again=True)[0] if compiled else None,
-        }
-        final, note_unsteady = lower_look(first, second)
-        kernel_ms, eager_ms, compile_ms = final["candidate"], final["eager"], final["torch.compile"]
+        first = Times(events={"candidate": kernel_ms, "eager": eager_ms, "torch.compile": compile_ms},
+                      wall={"candidate": kernel_wall, "eager": eager_wall, "torch.compile": compile_wall})
+        second = _second_look(spec, kernel_fn, compiled, sets, device, dtype, first)
+        method = first.method()  # decided on the first look, where every wall clock was taken
+        if method == WALL:
+            _, note_unsteady = lower_look({n: first.wall[n] and first.wall[n].wall_ms for n in NAMES},
+                                              {n: second.wall[n] and second.wall[n].wall_ms for n in NAMES})
+            chosen = second  # the fastest wall look of each, from both rounds
+        else:
+            final, note_unsteady = lower_look(first.events, second.events)
+            chosen = Times(events=final, wall=first.wall)
+        fair = chosen.record_fields(method)
+        kernel_ms, eager_ms, compile_ms = (chosen.reported(method)[n] for n in NAMES)
     impossible = impossible_time(kernel_ms, spec.bytes_moved(shape, dtype), spec.flops(shape, dtype), dtype, ceil)
     if impossible:  # a cheat or a broken timer, never a speedup
         raise RuntimeError(f"refused: {impossible}")
     ceiling = ceil.tflops(dtype) if spec.metric == "TFLOP/s" else ceil.bandwidth_gbs
     achieved = _achieved(spec, shape, dtype, kernel_ms)
     copy_gbs = copy_gbs_at(spec.bytes_moved(shape, dtype)) if spec.metric == "GB/s" and device == "cuda" else None
-    return BenchRecord(
+    rec = BenchRecord(
         kernel=spec.name, backend=backend, shape=dict(shape), dtype=dtype_name, device_name=ceil.device_name,
         kernel_ms=kernel_ms, eager_ms=eager_ms, compile_ms=compile_ms, metric=spec.metric, achieved=achieved,
         ceiling=ceiling, fraction_of_ceiling=achieved / ceiling if ceiling else 0.0,
@@ -340,7 +372,8 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         meaningful=device == "cuda",
         eager_achieved=_achieved(spec, shape, dtype, eager_ms),
         compile_achieved=_achieved(spec, shape, dtype, compile_ms) if compile_ms else None,
-        note="; ".join(n for n in (note, why, note_unsteady) if n),
         baseline="idiomatic" if spec.baseline is not None else "reference",
-        copy_gbs=copy_gbs,
+        copy_gbs=copy_gbs, **fair,
     )
+    rec.note = "; ".join(n for n in (timing_line(rec), why, note_unsteady) if n)
+    return rec

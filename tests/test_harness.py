@@ -96,6 +96,8 @@ def test_rmsnorm_starter_passes_and_times(worker):
     assert rec.meaningful is False and rec.kernel_ms > 0 and rec.eager_ms > 0 and rec.metric == "GB/s"
     assert rec.compile_ms is None and "not timed on CPU" in rec.note
     assert rec.copy_gbs is None  # the size-matched copy is a GPU measurement
+    # no wall-clock batches on CPU: nothing to choose between, so nothing said about how it was timed
+    assert rec.timed_by == "" and rec.timing_reason == "" and rec.kernel_wall_ms is None and rec.eager_wall_ms is None
 
 
 def _cli(*args):
