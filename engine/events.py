@@ -159,6 +159,9 @@ class BenchResult(Event):
     speedup_compile: float | None = None
     meaningful: bool = True  # False on CPU / under the Triton interpreter
     copy_gbs: float | None = None  # a plain device copy of the same bytes (GB/s), memory-bound kernels on CUDA
+    # how the times were taken when not by the CUDA events alone (`fair_timing.timing_line`), e.g.
+    # "launch-bound: wall clock 0.104 ms vs eager 0.06 ms wall (events 0.029 vs 0.058)"; "" otherwise
+    timing: str = ""
 
 
 @dataclass

@@ -99,6 +99,9 @@ def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], 
         lines.append(f"| {t.name} | {c.candidate_id} | {c.label} | {shape} | {t.dtype} | {_fmt(b.get('kernel_ms'))} | "
                      f"{_fmt(b.get('eager_ms'))} | {_fmt(b.get('compile_ms'))} | {_fmt(b.get('speedup_eager'), 'x', 3)} | "
                      f"{_fmt(b.get('speedup_compile'), 'x', 3)} | {_fmt(frac * 100 if frac is not None else None, '%', 3)} |")
+    walled = [f"{t.name} {c.candidate_id}: {c.bench['timing']}" for t, c in chosen if (c.bench or {}).get("timing")]
+    if walled:  # speedups above compare wall clock with wall clock for these: say why, with the events beside
+        lines += ["", "Timed by wall clock, eager and torch.compile alike: " + "; ".join(walled)]
     if left_out:
         lines += ["", "Left out (would slow the model down): " + "; ".join(left_out)]
     integ = state.integration

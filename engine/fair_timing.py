@@ -23,6 +23,7 @@ WALL_LOOKS = 3  # batches per wall-clock look; the fastest counts (a host hiccup
 
 EVENTS, WALL = "events", "wall clock"
 LAUNCH_BOUND, ESCAPES = "launch-bound", "work escapes the events"
+NAMES = ("candidate", "eager", "torch.compile")
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,6 @@ def reason(look: WallLook) -> str:
     return LAUNCH_BOUND if look.host_ms >= LAUNCH_BOUND_SHARE * look.wall_ms else ESCAPES
 
 
-NAMES = ("candidate", "eager", "torch.compile")
-
-
 @dataclass
 class Times:
     """Each function's events ms and wall-clock look per call ('candidate', 'eager', 'torch.compile'; None:
@@ -91,19 +89,37 @@ class Times:
         """The times the speedups use, all three by the same method (`method`: one decided on an earlier
         look; this look's by default). A function the method did not time has no time rather than the
         other method's."""
-        if (method or self.method()) == EVENTS:
+        return self.ms("events" if (method or self.method()) == EVENTS else "wall")
+
+    def ms(self, which: str) -> dict[str, float | None]:
+        """Per function, the 'events' or the 'wall' ms (None: not taken)."""
+        if which == "events":
             return {n: self.events.get(n) for n in NAMES}
         return {n: (self.wall[n].wall_ms if self.wall.get(n) is not None else None) for n in NAMES}
 
-    def record_fields(self, method: str | None = None) -> dict:
-        """BenchRecord's fields for both methods' numbers and the choice (`timed_by`, `timing_reason`)."""
-        def wall(n):
-            return self.wall[n].wall_ms if self.wall.get(n) is not None else None
-        method = method or self.method()
-        return {"timed_by": method, "timing_reason": self.reason() if method == WALL else "",
-                "kernel_event_ms": self.events.get("candidate"), "kernel_wall_ms": wall("candidate"),
-                "eager_event_ms": self.events.get("eager"), "eager_wall_ms": wall("eager"),
-                "compile_event_ms": self.events.get("torch.compile"), "compile_wall_ms": wall("torch.compile")}
+    def record_fields(self, method: str | None = None, why: str | None = None) -> dict:
+        """BenchRecord's fields for both methods' numbers and the choice (`timed_by`, `timing_reason`);
+        `method` and `why`: decided on an earlier look (this look's by default)."""
+        method, ev, wall = method or self.method(), self.ms("events"), self.ms("wall")
+        return {"timed_by": method, "timing_reason": (why or self.reason()) if method == WALL else "",
+                "kernel_event_ms": ev["candidate"], "kernel_wall_ms": wall["candidate"],
+                "eager_event_ms": ev["eager"], "eager_wall_ms": wall["eager"],
+                "compile_event_ms": ev["torch.compile"], "compile_wall_ms": wall["torch.compile"]}
+
+
+def combine(first: Times, second: Times) -> tuple[Times, str, str]:
+    """The two looks of `bench` as one: (the times, the method, its reason). Once the first look's wall
+    clock decides, the fastest wall look of each counts (the events are the first look's); otherwise
+    the lower events of each, decided again against the first look's wall clocks, so a second look
+    faster than the wall clock allows is overruled too. A slowdown is never the kernel's gain."""
+    if first.method() == WALL:
+        chosen = Times(events=first.ms("events"), wall={n: fastest([first.wall.get(n), second.wall.get(n)]) for n in NAMES})
+    else:
+        lower = {n: min((x for x in (first.events.get(n), second.events.get(n)) if x is not None), default=None)
+                 for n in NAMES}
+        chosen = Times(events=lower, wall={n: first.wall.get(n) for n in NAMES})
+    method = WALL if WALL in (first.method(), chosen.method()) else EVENTS
+    return chosen, method, (first.reason() or chosen.reason()) if method == WALL else ""
 
 
 def speedup(baseline_ms: float | None, kernel_ms: float | None) -> float | None:

@@ -204,8 +204,9 @@ def describe(e: ev.Event) -> tuple[str, str] | None:
         note = "" if e.meaningful else " (CPU: not meaningful)"
         comp = f", {e.speedup_compile:.2f}x vs compile" if e.speedup_compile else ""
         copy = f" ({100 * e.achieved / e.copy_gbs:.0f}% of a same-size copy)" if e.copy_gbs and e.achieved else ""
+        timing = f"; {e.timing}" if e.timing else ""
         return "info", (f"{e.candidate_id} timed: {e.kernel_ms:.4g} ms, {e.speedup_eager:.2f}x vs eager{comp}, "
-                        f"{100 * e.fraction_of_ceiling:.0f}% of {e.metric} ceiling{copy}{note}")
+                        f"{100 * e.fraction_of_ceiling:.0f}% of {e.metric} ceiling{copy}{note}{timing}")
     if isinstance(e, ev.AwaitingApproval):
         return "warning", f"{e.candidate_id} is {e.speedup:.2f}x faster than the best: approve (a) or reject (r)"
     if isinstance(e, ev.Decision):

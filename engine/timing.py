@@ -34,7 +34,8 @@ from . import l2
 from .harness import launch_tracker
 from .outputs import OutputCountError, as_list, paired
 from .results import BenchRecord
-from .fair_timing import NAMES, WALL, WALL_LOOKS, Times, WallLook, batch_size, fastest, timing_line
+from .fair_timing import (NAMES, WALL, WALL_LOOKS, Times, WallLook, batch_size, combine, fastest, speedup,
+                          timing_line)
 from .roofline import ceilings as device_ceilings, copy_gbs_at, impossible_time
 
 L2_BYTES = 64 * 1024 * 1024  # larger than the H100's 50 MB and the H200's 60 MB
@@ -303,14 +304,14 @@ def _time_kernel(spec: KernelSpec, kernel_fn: Callable[..., Any], sets: list[tup
 def _second_look(spec: KernelSpec, kernel_fn: Callable[..., Any], compiled: Callable | None, sets: list[tuple],
                  device: str, dtype: torch.dtype, first: Times) -> Times:
     """The three timed again by the method the first look chose: events (a warm GPU, short), or, once
-    the wall clock decides, wall-clock batches for all three."""
-    events, wall = first.events, first.wall
+    the wall clock decides, wall-clock batches for all three (then the events are the first look's)."""
+    events = first.events
     fns = {"eager": spec.eager, "torch.compile": compiled}
     if first.method() == WALL:
         second = {"candidate": _time_kernel(spec, kernel_fn, sets, device, dtype, wall_after=events["candidate"])[1]}
         for name, fn in fns.items():
             second[name] = wall_look(fn, sets, events[name]) if fn is not None and events[name] is not None else None
-        return Times(events=dict(events), wall={n: fastest([wall[n], second[n]]) for n in NAMES})
+        return Times(events=dict(events), wall=second)
     second_ev = {"candidate": _time_kernel(spec, kernel_fn, sets, device, dtype, again=True)[0]}
     for name, fn in fns.items():
         second_ev[name] = time_ms(fn, sets, device, spec.data_args, again=True)[0] if fn is not None else None
@@ -347,15 +348,10 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         first = Times(events={"candidate": kernel_ms, "eager": eager_ms, "torch.compile": compile_ms},
                       wall={"candidate": kernel_wall, "eager": eager_wall, "torch.compile": compile_wall})
         second = _second_look(spec, kernel_fn, compiled, sets, device, dtype, first)
-        method = first.method()  # decided on the first look, where every wall clock was taken
-        if method == WALL:
-            _, note_unsteady = lower_look({n: first.wall[n] and first.wall[n].wall_ms for n in NAMES},
-                                              {n: second.wall[n] and second.wall[n].wall_ms for n in NAMES})
-            chosen = second  # the fastest wall look of each, from both rounds
-        else:
-            final, note_unsteady = lower_look(first.events, second.events)
-            chosen = Times(events=final, wall=first.wall)
-        fair = chosen.record_fields(method)
+        looked = "wall" if first.method() == WALL else "events"
+        _, note_unsteady = lower_look(first.ms(looked), second.ms(looked))
+        chosen, method, why = combine(first, second)
+        fair = chosen.record_fields(method, why)
         kernel_ms, eager_ms, compile_ms = (chosen.reported(method)[n] for n in NAMES)
     impossible = impossible_time(kernel_ms, spec.bytes_moved(shape, dtype), spec.flops(shape, dtype), dtype, ceil)
     if impossible:  # a cheat or a broken timer, never a speedup
@@ -367,8 +363,7 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
         kernel=spec.name, backend=backend, shape=dict(shape), dtype=dtype_name, device_name=ceil.device_name,
         kernel_ms=kernel_ms, eager_ms=eager_ms, compile_ms=compile_ms, metric=spec.metric, achieved=achieved,
         ceiling=ceiling, fraction_of_ceiling=achieved / ceiling if ceiling else 0.0,
-        speedup_eager=eager_ms / kernel_ms if kernel_ms else 0.0,
-        speedup_compile=(compile_ms / kernel_ms) if (compile_ms and kernel_ms) else None,
+        speedup_eager=speedup(eager_ms, kernel_ms) or 0.0, speedup_compile=speedup(compile_ms, kernel_ms),
         meaningful=device == "cuda",
         eager_achieved=_achieved(spec, shape, dtype, eager_ms),
         compile_achieved=_achieved(spec, shape, dtype, compile_ms) if compile_ms else None,

@@ -86,6 +86,29 @@ def test_a_method_decided_on_the_first_look_is_kept():
     assert fields["timed_by"] == "events" and fields["timing_reason"] == ""
 
 
+def test_a_second_look_faster_than_the_first_wall_clock_allows_is_overruled():
+    # first look: events 0.06, wall 0.1 agree; the second look's events say 0.02, which that wall clock overrules
+    first = _times(cand=(0.06, 0.1, 0.02), eager=(0.1, 0.11, 0.01))
+    second = Times(events={"candidate": 0.02, "eager": 0.1, "torch.compile": None}, wall={})
+    chosen, method, why = ft.combine(first, second)
+    assert (method, why) == (ft.WALL, ft.ESCAPES)
+    assert chosen.reported(method) == {"candidate": 0.1, "eager": 0.11, "torch.compile": None}
+    # without the fast second look the events stand, the lower of each
+    chosen, method, why = ft.combine(first, Times(events={"candidate": 0.07, "eager": 0.09}, wall={}))
+    assert (method, why) == (ft.EVENTS, "") and chosen.reported(method)["eager"] == 0.09
+
+
+def test_once_the_wall_clock_decides_a_faster_second_wall_look_keeps_the_method_and_reason():
+    first = _times(cand=(0.029, 0.3, 0.29), eager=(0.058, 0.07, 0.02))
+    second = Times(events=dict(first.events), wall={"candidate": WallLook(0.09, 0.088), "eager": WallLook(0.08, 0.02),
+                                                    "torch.compile": None})
+    chosen, method, why = ft.combine(first, second)
+    assert chosen.method() == ft.EVENTS  # 0.09 alone would not overrule 0.029: the first look's decision stands
+    assert (method, why) == (ft.WALL, ft.LAUNCH_BOUND)
+    assert chosen.reported(method) == {"candidate": 0.09, "eager": 0.07, "torch.compile": None}
+    assert chosen.events["candidate"] == 0.029  # the events are the first look's
+
+
 def test_the_overrule_threshold_and_the_batches():
     assert not ft.overrules(0.1, 1.5 * 0.1 + ft.SLACK_MS) and ft.overrules(0.1, 1.5 * 0.1 + ft.SLACK_MS + 1e-6)
     assert ft.fastest([None, WallLook(0.2, 0.1), WallLook(0.15, 0.14)]) == WallLook(0.15, 0.14)
@@ -163,3 +186,75 @@ def test_bench_keeps_the_events_and_their_lower_look_when_the_wall_clock_agrees(
     assert not any(kind == "wall" for _, kind in calls)
     assert (rec.kernel_ms, rec.eager_ms, rec.compile_ms) == (0.045, 0.1, 0.08)
     assert rec.timed_by == "events" and rec.timing_reason == "" and rec.kernel_wall_ms == 0.06 and rec.note == ""
+
+
+# -- where the choice is said: the log, the headless line, the TUI's candidate panel, the exported report ----
+LINE = "launch-bound: wall clock 0.104 ms vs eager 0.06 ms wall (events 0.029 vs 0.058)"
+
+
+def _bench_event(timing):
+    from autokernel.engine import events as ev
+    return ev.BenchResult(candidate_id="softmax-0001", target="softmax", shape={"rows": 4096, "cols": 4096},
+                          dtype="bf16", kernel_ms=0.104, eager_ms=0.06, speedup_eager=0.06 / 0.104,
+                          fraction_of_ceiling=0.5, timing=timing)
+
+
+def test_the_log_and_the_headless_line_say_when_the_wall_clock_decided():
+    import io
+
+    from autokernel.engine import events as ev
+    from autokernel.engine.commands.optimize import HeadlessPrinter
+    from autokernel.engine.session_state import describe
+
+    assert describe(_bench_event(LINE))[1].endswith(f"ceiling; {LINE}")
+    assert LINE not in describe(_bench_event(""))[1] and "wall" not in describe(_bench_event(""))[1]
+    out = io.StringIO()
+    printer = HeadlessPrinter(out)
+    printer(ev.CandidateWritten(candidate_id="softmax-0001", target="softmax", experiment=1, label="rows"))
+    printer(_bench_event(LINE))
+    printer(ev.Decision(candidate_id="softmax-0001", target="softmax", decision="discarded"))
+    assert f"0.577x eager ({LINE})  discarded" in out.getvalue()
+
+
+def test_the_exported_report_names_the_records_timed_by_wall_clock(tmp_path):
+    import dataclasses
+
+    from autokernel.engine.export import _results_md
+    from autokernel.engine.search_state import CandidateRecord, SearchState, TargetState
+
+    def chosen(cid, timing):
+        t = TargetState(name="softmax", row=0, shape={"rows": 4096, "cols": 4096}, dtype="bf16", backend="triton")
+        c = CandidateRecord(candidate_id=cid, idea_id=None, experiment=1, target="softmax", backend="triton",
+                            label="rows", parent_id=None, source="", params={},
+                            bench=dataclasses.asdict(_bench_event(timing)))
+        return t, c
+
+    md = _results_md({"id": "s1"}, SearchState(), [chosen("softmax-0001", LINE), chosen("softmax-0002", "")], [],
+                     "pkg", tmp_path)
+    assert f"Timed by wall clock, eager and torch.compile alike: softmax softmax-0001: {LINE}\n" in md + "\n"
+    assert "softmax-0002:" not in md
+
+
+def test_the_harness_panel_shows_the_wall_clock_line_in_full_and_a_mark_when_compact():
+    import dataclasses
+
+    from autokernel.engine import events as ev
+    from autokernel.engine.session_state import SessionState
+    from autokernel.tui.synthetic import session_events
+    from autokernel.tui.widgets.stages import StagesPanel
+
+    from tui_support import text_of
+
+    for timing in (LINE, ""):
+        state = SessionState()
+        for e in session_events(4, 7, "auto", finish=False):
+            if isinstance(e, ev.BenchResult):  # up to the first timed candidate
+                state.apply(dataclasses.replace(e, timing=timing))
+                break
+            state.apply(e)
+        panel = StagesPanel()
+        panel.show(state)
+        assert (LINE in text_of(panel)) == bool(timing)
+        panel.compact = True
+        panel.show(state)
+        assert ("wall clock" in text_of(panel)) == bool(timing)

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from .. import events as ev
+    from ..fair_timing import timing_line
     from ..devices import device_name, resolve_device
     from ..roofline import ceilings
     from ..store import Recorder, Store
@@ -123,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
                                             eager_ms=r.eager_ms, compile_ms=r.compile_ms, metric=r.metric,
                                             achieved=r.achieved, ceiling=r.ceiling,
                                             fraction_of_ceiling=r.fraction_of_ceiling, speedup_eager=r.speedup_eager,
-                                            speedup_compile=r.speedup_compile, meaningful=r.meaningful))
+                                            speedup_compile=r.speedup_compile, meaningful=r.meaningful,
+                                            timing=timing_line(r)))
     except KeyboardInterrupt:
         status = "stopped"
         raise
@@ -151,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
     if any(r.copy_gbs for r in results):
         console.print("% copy@size: the kernel's GB/s over a plain device copy that moves the same bytes (what full "
                       "bandwidth means at that size)")
+    for r in results:
+        if timing_line(r):  # the wall clock decided, for eager and torch.compile too
+            console.print(f"{r.kernel} ({r.backend}) {_shape(r.shape)}: {escape(timing_line(r))}")
     for f in failures:
         console.print(f"[red]{f['kernel']} ({f['backend']})[/]: {escape(f['reason'])}")
     console.print(f"session {sid}")

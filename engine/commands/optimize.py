@@ -132,7 +132,7 @@ class HeadlessPrinter:
         stages = "".join(marks.get(c["stages"].get(s, ("", ""))[0], ".") for s in STAGES)
         b = c["bench"]
         timing = "" if b is None else (f"{b.kernel_ms:9.4g} ms {b.speedup_eager:6.3g}x eager"
-                                       + ("" if b.meaningful else " (cpu)"))
+                                       + ("" if b.meaningful else " (cpu)") + (f" ({b.timing})" if b.timing else ""))
         if e.decision == "failed":
             timing = e.reason[:70]
         self._print(f"#{c['n']:>4} {c['target']:<16} {c['idea'][:60]:<60} [{stages}] {timing}  {e.decision}"

@@ -57,6 +57,8 @@ class StagesPanel(Static):
         if b:
             note = "" if b.get("meaningful", True) else " [dim](CPU: not meaningful)[/]"
             lines.append(f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{note}")
+            if b.get("timing"):  # the wall clock decided, for the baselines too: say so, with both numbers
+                lines.append(f"      [dim]{escape(b['timing'])}[/]")
             if b.get("meaningful", True):  # a CPU has no ceiling worth a fraction
                 lines.append(f"      {100 * b.get('fraction_of_ceiling', 0):.0f}% of speed of light{_compile(b)}")
         outcome = _outcome(state, c)
@@ -74,7 +76,8 @@ class StagesPanel(Static):
         elif b:
             sol = (f" · {100 * b.get('fraction_of_ceiling', 0):.0f}% SoL{_compile(b)}" if b.get("meaningful", True)
                    else " [dim](CPU)[/]")
-            detail_line = f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{sol}"
+            wall = " · wall clock" if b.get("timing") else ""  # the full line is in the full view and the log
+            detail_line = f"[b]timed[/] {b['kernel_ms']:.4g} ms · [b]{b['speedup_eager']:.2f}×[/] eager{wall}{sol}"
         else:
             detail_line = "[dim]checking…[/]" if not c.decision else ""
         return [candidate_line(c), stages, detail_line, _outcome(state, c)]
