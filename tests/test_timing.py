@@ -245,12 +245,11 @@ def test_the_harness_panel_shows_the_wall_clock_line_in_full_and_a_mark_when_com
 
     from tui_support import text_of
 
+    events = list(session_events(4, 7, "auto", finish=False))
+    first_timed = next(i for i, e in enumerate(events) if isinstance(e, ev.BenchResult))
     for timing in (LINE, ""):
         state = SessionState()
-        for e in session_events(4, 7, "auto", finish=False):
-            if isinstance(e, ev.BenchResult):  # up to the first timed candidate
-                state.apply(dataclasses.replace(e, timing=timing))
-                break
+        for e in events[:first_timed] + [dataclasses.replace(events[first_timed], timing=timing)]:
             state.apply(e)
         panel = StagesPanel()
         panel.show(state)
