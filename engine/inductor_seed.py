@@ -24,7 +24,9 @@ as module-level constants (`K0_XBLOCK = 64`), so a tuning move is a one-line dif
 from __future__ import annotations
 
 import ast
+import base64
 import contextlib
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,12 +385,11 @@ _PRELUDE = '''"""ModelNew for {problem_name}, seeded from the Triton that Induct
 
 Written by autokernel's Inductor seed (engine/inductor_seed.py: {why}). Plain Triton launched from forward: no torch.compile at run time.
 Launch settings are Inductor's first heuristic choice, one constant per knob (K<i>_<KNOB>).{extern_note}
+Self-contained: the problem's source is copied below (ModelNew keeps its constructor, so parameters agree
+seed for seed); nothing is loaded from a path.
 """
-
-import importlib.util as _ilu
+{future}
 import os as _os
-import sys as _sys
-from pathlib import Path as _Path
 
 import torch
 
@@ -452,21 +453,7 @@ if _os.environ.get("TRITON_INTERPRET") == "1":
 
     libdevice = _Libdevice()
 
-PROBLEM = {problem!r}
 EXTERN = {extern!r}  # library calls this seed still makes (the harness refuses them today)
-
-
-def _load_problem():
-    """The problem's Model class (ModelNew keeps its constructor, so parameters agree seed for seed)."""
-    spec = _ilu.spec_from_file_location("_seed_problem_%x" % abs(hash(PROBLEM)), PROBLEM)
-    module = _ilu.module_from_spec(spec)
-    _sys.modules[spec.name] = module
-    _sys.path.insert(0, str(_Path(PROBLEM).parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        _sys.path.remove(str(_Path(PROBLEM).parent))
-    return module.Model
 
 
 def _state(module, dotted):
@@ -487,6 +474,29 @@ def _check_layout(tensor, size, stride):  # Inductor's code assumes these (a dim
 '''
 
 
+_SIDECAR = re.compile(r"Path\(__file__\)\.with_name\((['\"])([^'\"]+)\1\)")
+
+
+def _embedded(source: str, folder: Path) -> str:
+    """`source` with each file it reads from beside itself (`Path(__file__).with_name("x.pt")`, an extracted
+    problem's saved tensors) replaced by those bytes, inline: the seed must run from anywhere (issue 25)."""
+    def inline(m: re.Match) -> str:
+        sidecar = folder / m.group(2)
+        if not sidecar.is_file():
+            raise SeedError(f"the problem reads {m.group(2)} beside it, which does not exist")
+        data = base64.b64encode(sidecar.read_bytes()).decode()
+        return f"__import__('io').BytesIO(__import__('base64').b64decode({data!r}))"
+
+    return _SIDECAR.sub(inline, source)
+
+
+def _problem_source(problem: Path) -> tuple[str, str]:
+    """(its `from __future__` lines, the rest) of a problem file: Python wants the former first in the seed."""
+    lines = _embedded(problem.read_text(errors="replace"), problem.parent).rstrip().splitlines()
+    future = [ln for ln in lines if ln.startswith("from __future__ import")]
+    return "".join(f"{ln}\n" for ln in future), "\n".join(ln for ln in lines if ln not in future)
+
+
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
@@ -496,10 +506,12 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:
         raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
+    future, problem_source = _problem_source(problem)
     parts = [_PRELUDE.format(
-        problem_name=problem.name, problem=str(problem), extern=extern,
+        problem_name=problem.name, future=future, extern=extern,
         why="Inductor's kernels, made launchable by hand",
-        extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else "")]
+        extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else ""),
+        f"# ---- the problem {problem.name}, verbatim ----\n{problem_source}\n# ---- end of the problem ----\n"]
     if consts:
         parts.append("_CONSTANTS = [" + ", ".join(
             f"torch.tensor({c.tolist()!r}, dtype={c.dtype})" for c in consts) + "]\n")
@@ -514,7 +526,7 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     forward = textwrap.indent("\n".join(body), " " * 8)
     parts.append(f'''
 
-class ModelNew(_load_problem()):
+class ModelNew(Model):
     """The problem's Model (same constructor, same parameters) with a forward of Inductor's kernels."""
 
     def forward(self, *inputs):

@@ -4,7 +4,7 @@ Parent side, `write_model_new`: beside the kernel files the integration wrote, a
 `model_new.py` (torch, triton and `_patch.py`, a verbatim copy of `kernel_patch.py`; no autokernel
 import) that a user can run the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. When the
 kept best is a whole-problem candidate (target `problem`, `engine/problem_spec.py`), `model_new.py` is
-that candidate's own file, with the problem's Model and get_inputs loaded after it.
+that candidate's own file with the problem's source copied in: self-contained, nothing loaded by path.
 
 Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
 same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
@@ -88,7 +88,8 @@ class ModelNew(Model):
         self.kernel_stats = _patch.patch(self, _TABLE)
 '''
 
-# A whole-problem candidate is ModelNew itself: its source verbatim, the problem's Model and inputs after it.
+# A whole-problem candidate is ModelNew itself: its source verbatim, then the problem's own source verbatim
+# (unless the candidate already carries it, as an Inductor seed does): one self-contained file (issue 25).
 _WHOLE_TEMPLATE = '''{future}"""ModelNew for the KernelBench problem {problem_name}: the whole forward rewritten ({candidate}).
 
 Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
@@ -101,9 +102,7 @@ problem's own). Needs torch and triton; without a CUDA GPU the Triton kernels ru
 {source}
 
 
-# ---- the problem it replaces ----
-PROBLEM = {problem!r}
-{loader}'''
+{problem_part}'''
 
 
 # -- parent side ---------------------------------------------------------------------------------------
@@ -138,15 +137,23 @@ def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]
 
 def _write_whole(workdir: Path, problem: Path, entry: dict) -> Path:
     """`model_new.py` = a whole-problem candidate's own file (its `from __future__` lines first, as Python
-    requires), with the problem's Model, get_inputs and get_init_inputs loaded after it."""
+    requires), then the problem's own source verbatim unless the candidate carries it: one file, no path loaded."""
+    from .kernelbench import _defines_problem
+
     source = Path(entry["path"]).read_text()
     lines = source.splitlines()
     future = [ln for ln in lines if ln.startswith("from __future__ import")]
     body = "\n".join(ln for ln in lines if not ln.startswith("from __future__ import")).rstrip()
+    problem_part = ""
+    if not _defines_problem(source):  # an Inductor seed already carries the problem's source
+        plines = problem.read_text(errors="replace").rstrip().splitlines()
+        future += [ln for ln in plines if ln.startswith("from __future__ import") and ln not in future]
+        problem_part = (f"\n\n# ---- the problem {problem.name}, verbatim ----\n"
+                        + "\n".join(ln for ln in plines if not ln.startswith("from __future__ import")) + "\n")
     path = workdir / MODEL_NEW_FILE
     path.write_text(_WHOLE_TEMPLATE.format(future="".join(f"{ln}\n" for ln in future), problem_name=problem.stem,
                                            candidate=entry.get("candidate_id") or "candidate", source=body,
-                                           problem=str(problem), preamble=_PREAMBLE, loader=_PROBLEM_LOADER))
+                                           preamble=_PREAMBLE, problem_part=problem_part))
     return path
 
 
@@ -193,7 +200,7 @@ def check_model_new(request: dict) -> dict:
 
     os.environ[SIZE_ENV] = request.get("size") or default_size(device)  # the size the session profiled
     module = _import_model_new(request["model_new"])
-    init = list(module.get_init_inputs())
+    init = list(getattr(module, "get_init_inputs", lambda: [])())
 
     # the same seed: Model and ModelNew start from the same weights
     model, model_new = build_seeded(module.Model, init, device), build_seeded(module.ModelNew, init, device)
