@@ -8,9 +8,9 @@ batch itself is a `kernelbench` session whose summary is the score table.
 
 A problem ends `correct`, `incorrect` (ModelNew failed the check; for a whole-problem target, no
 ModelNew the agent wrote passed the five stages, so there is no solution to check), `skipped` (nothing the agent can
-target: the playbook agent on a problem of no known kernel type, which the LLM agent takes whole as
-target `problem` (engine/problem_spec.py); or a file that does not load: the problem's limits, not
-the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
+target: a problem of no known kernel type is one whole target `problem` (engine/problem_spec.py), which the
+LLM agent writes and the playbook agent tunes from Inductor's seed (engine/seeding.py); it is skipped when
+Inductor cannot seed it, or when the file does not load: the problem's limits, not the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
 fraction of ALL problems of the batch, skipped ones included, that are correct and more than p
 times faster than the baseline (eager or torch.compile); fast_0 is the fraction correct.
 
@@ -182,6 +182,10 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     if not state.targets:
         rows = state.profile.rows if state.profile else []
         base.status = "skipped"
+        unseeded = _seed_failure(session)
+        if unseeded:
+            base.reason = f"{unseeded} (profile: {_top_rows(rows) or 'empty'})"
+            return base
         base.reason = (f"nothing the {agent} agent can target: no operation of a kernel type autokernel "
                        f"knows (profile: {_top_rows(rows) or 'empty'})"
                        + ("; an LLM agent (--agent MODEL) writes the whole ModelNew" if agent == "playbook" else ""))
@@ -216,6 +220,18 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     elif not integ.correct:
         base.reason = integ.detail
     return base
+
+
+def _seed_failure(session: Any) -> str:
+    """The last "Inductor could not seed it" line the session logged ("" when there is none)."""
+    from .session import SEED_FAILED
+
+    store = getattr(session, "store", None)
+    if store is None or not session.session_id:
+        return ""
+    logs = [e.message for e in store.iter_events(session.session_id)
+            if isinstance(e, ev.Log) and e.message.startswith(SEED_FAILED)]
+    return logs[-1].removeprefix("skipped: ") if logs else ""  # the status already says skipped
 
 
 def _unsolved(target: Any, agent: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from . import events as ev
 from .agents.base import AgentContext, Idea, Variant
+from .agents.seed_moves import seed_knobs
 from .control import LoopControl
 from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
@@ -126,7 +127,8 @@ class TargetSearch:
         self.t = target
         self.spec = spec
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
-        # A whole-problem target has no starter: its first round builds on the problem's Model itself.
+        # A whole-problem target's starter is Inductor's seed when the agent tunes seeds (the playbook);
+        # for an agent that writes ModelNew there is none: its first round builds on the problem's Model.
         self.whole_problem = target.name == PROBLEM_TARGET
         self._agent_failed = False  # every propose() of the last round raised
         self._agent_failures = 0  # such rounds in a row
@@ -138,7 +140,7 @@ class TargetSearch:
         for c in t.unfinished():  # written before a crash or a stop: finish them first
             self._check_controls()
             self._evaluate(c)
-        if t.starter is None and not self.whole_problem:
+        if t.starter is None and (not self.whole_problem or self.starter_path is not None):
             reason = self._check_controls(budget=True)
             if reason:
                 return reason
@@ -279,9 +281,11 @@ class TargetSearch:
             raise RuntimeError(f"kernel {self.t.name} has no {self.t.backend} starter")
         source = self.starter_path.read_text()
         n, cid = self._next_id()
+        # An Inductor seed's launch constants are its params, so the agent's first moves are one-knob moves.
+        params = seed_knobs(source) if self.whole_problem else {}
         self.ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id="", experiment=n, target=self.t.name,
-                                          backend=self.t.backend, label="starter", parent_id=None,
-                                          source=source, diff="", params={}))
+                                          backend=self.t.backend, label="starter" if not params else "Inductor seed",
+                                          parent_id=None, source=source, diff="", params=params))
         self._evaluate(self.t.candidates[cid])
 
     def _experiment(self, slot: dict, variant: Variant, parent: CandidateRecord) -> None:

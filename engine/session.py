@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -25,6 +25,8 @@ from .problem_spec import PROBLEM_TARGET, problem_brief
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
 from .store import Recorder, Store
+
+SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
 DTYPE_ALIASES = {
     "float32": "fp32", "torch.float32": "fp32", "float": "fp32", "fp32": "fp32",
@@ -189,6 +191,7 @@ class OptimizeSession:
         self.recorder: Recorder | None = None
         self.summary: dict[str, Any] = {}
         self.agent: Any = None
+        self._seed_path: Path | None = None  # Inductor's seed of a whole problem, when the agent tunes seeds
 
     # -- controls (any thread) -------------------------------------------------------------------
     def _control_event(self, action: str, value: str = "") -> None:
@@ -259,10 +262,12 @@ class OptimizeSession:
                 self._profile(device)
             plan = plan_targets(self.state.profile.rows, cfg.backend,
                                 lambda m: emit(ev.Log(level="info", message=m)), device)
-            if not plan and self._whole_problem_allowed():
+            if not plan and self._whole_problem_allowed() and self._seeded_if_needed(emit):
                 plan = [problem_target(self.state.profile.rows, cfg.backend, device)]
                 if self.state.targets.get(PROBLEM_TARGET) is None:
-                    emit(ev.Log(level="info", message="no operation of a known kernel type: the agent writes "
+                    how = ("the agent tunes Inductor's seed of" if self._seed_path
+                           else "the agent writes")
+                    emit(ev.Log(level="info", message=f"no operation of a known kernel type: {how} "
                                                       f"the whole ModelNew (target {PROBLEM_TARGET!r})"))
             if not plan:
                 emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
@@ -329,16 +334,50 @@ class OptimizeSession:
 
     def _whole_problem_allowed(self) -> bool:
         """A KernelBench problem with nothing of a known kernel type is one target for an agent that
-        writes whole ModelNew files (the LLM agent); the playbook agent leaves it skipped."""
+        writes whole ModelNew files (the LLM agent) or one that tunes an Inductor seed's knobs (the
+        playbook agent); any other agent leaves it skipped."""
         if self.config.integration != "kernelbench":
             return False
+        return self._writes_whole() or self._tunes_seeds()
+
+    def _writes_whole(self) -> bool:
         if self._agent is not None:
             return bool(getattr(self._agent, "whole_problems", False))
         return self.agent_name != "playbook"
 
+    def _tunes_seeds(self) -> bool:
+        if self._agent is not None:
+            return bool(getattr(self._agent, "tunes_seeds", False))
+        return self.agent_name == "playbook"
+
+    def _seeded_if_needed(self, emit: Callable[[ev.Event], Any]) -> bool:
+        """Whether the whole-problem target can go ahead: an agent that writes ModelNew needs nothing; one
+        that tunes seeds needs Inductor's seed (made in a subprocess), unless a resumed target already has
+        its starter. A failed seed is logged (`SEED_FAILED`, read back as the skip's reason)."""
+        if self._writes_whole():
+            return True
+        target = self.state.targets.get(PROBLEM_TARGET)
+        if target is not None and target.starter is not None:
+            return True
+        from .seeding import seed_problem
+
+        emit(ev.Log(level="info", message="no operation of a known kernel type: asking Inductor for a seed "
+                                          "of the whole problem"))
+        path, why = seed_problem(self.config.model_path, session_dir(self.session_id) / "inductor_seed.py",
+                                 self.config.size)
+        if path is None:
+            emit(ev.Log(level="warning", message=f"{SEED_FAILED}{why}"))
+            return False
+        self._seed_path = path
+        return True
+
     def _spec_of(self, name: str) -> Any:
         if name == PROBLEM_TARGET:
-            return problem_brief(self.config.model_path)
+            brief = problem_brief(self.config.model_path)
+            if self._seed_path is not None:  # the seed is the starter the search checks and times first
+                brief = replace(brief, starters={"triton": str(self._seed_path)},
+                                summary=f"{brief.summary}, starting from Inductor's seed")
+            return brief
         from autokernel.kernels import get_spec
 
         return get_spec(name)

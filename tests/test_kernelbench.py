@@ -27,6 +27,8 @@ from loop_doubles import PROBLEM_SRC
 PROBLEMS = Path(__file__).parent / "kernelbench_problems"
 SOFTMAX = PROBLEMS / "level1" / "1_softmax.py"
 CUMSUM = PROBLEMS / "level1" / "4_cumsum.py"
+UNSEEDABLE = Path(__file__).parent / "data" / "kernelbench_unseedable" / "1_inverse.py"  # Inductor cannot seed it
+WHOLE = {"level1/4_cumsum": "cumsum", "level1/5_log_softmax": "log_softmax", "level2/6_conv_bias_relu": "relu"}
 RMSNORM = PROBLEMS / "level1" / "2_rmsnorm.py"
 BROKEN = "import torch\nraise RuntimeError('boom at import')\nclass Model: pass\ndef get_inputs():\n    return []\n"
 
@@ -103,9 +105,10 @@ def test_discovery_finds_problems_in_nested_level_folders_and_ignores_other_file
         discover([tmp_path / "notes.txt"])
 
 
-def test_our_problem_folder_holds_the_four_problems():
+def test_our_problem_folder_holds_the_six_problems():
     assert [p.name for p in discover([PROBLEMS])[0]] == [
-        "level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level2/3_gemm_relu"]
+        "level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level1/5_log_softmax", "level2/3_gemm_relu",
+        "level2/6_conv_bias_relu"]
 
 
 # -- the ModelNew check (the integration subprocess in mode kernelbench) --------------------------
@@ -162,7 +165,8 @@ def test_a_model_new_that_is_the_original_model_is_exactly_1x_eager(tmp_path):
 # -- whole batches through the real CLI ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory):
-    """Our problem folder (three problems and one the playbook has no kernel type for), once, as JSON."""
+    """Our problem folder (three problems of known kernel types, three of none: the playbook tunes Inductor's
+    seed of those), once, as JSON."""
     db = tmp_path_factory.mktemp("kernelbench") / "s.db"
     p = _cli(PROBLEMS, "--device", "cpu", "--max-experiments-per-problem", "2", "--db", db, "--json")
     return p, db
@@ -175,21 +179,27 @@ def test_batch_json_document(batch):
     assert set(doc) >= {"problems", "fast_p", "device", "meaningful", "complete", "batch_session", "command"}
     assert doc["device"] == "cpu" and doc["complete"] and not doc["meaningful"]
     by_name = {r["name"]: r for r in doc["problems"]}
-    assert list(by_name) == ["level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level2/3_gemm_relu"]
+    assert list(by_name) == ["level1/1_softmax", "level1/2_rmsnorm", "level1/4_cumsum", "level1/5_log_softmax",
+                             "level2/3_gemm_relu", "level2/6_conv_bias_relu"]
     for name, kind in (("level1/1_softmax", "softmax"), ("level1/2_rmsnorm", "rmsnorm"), ("level2/3_gemm_relu", "matmul")):
         r = by_name[name]
         assert r["status"] == "correct" and r["correct"], r
         assert r["kernels"] == [kind] and r["experiments"] == 2  # ModelNew really ran the searched kernel
         assert r["speedup_eager"] > 0 and r["speedup_compile"] is None and not r["meaningful"]
         assert Path(r["model_new"]).name == "model_new.py" and "class ModelNew(Model)" in Path(r["model_new"]).read_text()
-    skipped = by_name["level1/4_cumsum"]
-    assert skipped["status"] == "skipped" and not skipped["correct"]
-    assert "nothing the playbook agent can target" in skipped["reason"] and "aten::cumsum" in skipped["reason"]
-    assert doc["fast_p"]["compile"] == {"0": 0.75, "1.0": None, "1.5": None, "2.0": None}  # not timed on a CPU
-    assert doc["fast_p"]["eager"] == {key: sum(r["correct"] and r["speedup_eager"] > p for r in doc["problems"]) / 4
+    for name, op in WHOLE.items():  # no kernel type: the whole ModelNew, from Inductor's seed, tuned and kept
+        r = by_name[name]
+        assert r["status"] == "correct" and r["correct"] and r["kernels"] == ["problem"], r
+        assert r["experiments"] == 2 and r["speedup_eager"] > 0 and not r["meaningful"]
+        source = Path(r["model_new"]).read_text()
+        assert "@triton.jit" in source and "class ModelNew(Model)" in source and op in source
+        # self-contained (issue 25): the problem's source is in the file, nothing is loaded from a path
+        assert str(Path(r["path"]).parent) not in source and "spec_from_file_location" not in source
+    assert doc["fast_p"]["compile"] == {"0": 1.0, "1.0": None, "1.5": None, "2.0": None}  # not timed on a CPU
+    assert doc["fast_p"]["eager"] == {key: sum(r["correct"] and r["speedup_eager"] > p for r in doc["problems"]) / 6
                                       for key, p in (("0", 0), ("1.0", 1.0), ("1.5", 1.5), ("2.0", 2.0))}
-    assert doc["fast_p"]["eager"]["0"] == 0.75
-    assert "[4/4] level2/3_gemm_relu: correct" in p.stderr
+    assert doc["fast_p"]["eager"]["0"] == 1.0
+    assert "[6/6] level2/6_conv_bias_relu: correct" in p.stderr
 
 
 def test_each_problem_is_a_session_in_the_store(batch):
@@ -206,7 +216,7 @@ def test_each_problem_is_a_session_in_the_store(batch):
             assert checks[0].correct and f"ModelNew: {r['model_new']}" in checks[0].detail
     row = store.session(doc["batch_session"])
     assert row["kind"] == "kernelbench" and row["status"] == "completed"
-    assert row["summary"]["fast_p"] == doc["fast_p"] and len(row["config"]["problems"]) == 4
+    assert row["summary"]["fast_p"] == doc["fast_p"] and len(row["config"]["problems"]) == 6
 
 
 def _wait_for_a_candidate_of(problem: Path, db: Path, proc: subprocess.Popen, timeout_s: float = 180) -> None:
@@ -229,7 +239,7 @@ def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
     db = tmp_path / "s.db"
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "kernelbench", str(SOFTMAX), str(broken),
-                             str(CUMSUM), str(RMSNORM), "--device", "cpu", "--max-experiments-per-problem", "2",
+                             str(UNSEEDABLE), str(RMSNORM), "--device", "cpu", "--max-experiments-per-problem", "2",
                              "--db", str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
     try:
@@ -253,10 +263,11 @@ def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
             rows[cells[0]] = cells[1:]
         elif len(cells) == 7 and rows:
             rows[list(rows)[-1]][5] += " " + cells[6]
-    assert list(rows) == ["1_softmax", "broken", "4_cumsum", "2_rmsnorm"], out
+    assert list(rows) == ["1_softmax", "broken", "1_inverse", "2_rmsnorm"], out
     assert rows["1_softmax"][0] == "correct" and rows["1_softmax"][1].endswith("x (cpu)") and rows["1_softmax"][3] == "softmax"
     assert rows["broken"][0] == "skipped" and "does not load" in rows["broken"][5]
-    assert rows["4_cumsum"][:4] == ["skipped", "—", "—", "—"] and "aten::cumsum" in rows["4_cumsum"][5]
+    assert rows["1_inverse"][:4] == ["skipped", "—", "—", "—"], rows["1_inverse"]
+    assert "Inductor could not seed it" in rows["1_inverse"][5] and "linalg_inv" in rows["1_inverse"][5]
     assert rows["2_rmsnorm"][0] == "stopped" and "--resume" in rows["2_rmsnorm"][5]
     assert "fast_p" in out and "of the 3 problems counted" in out and "not meaningful" in out
     assert "stopped: 3 of 4 problems finished" in out
@@ -265,6 +276,18 @@ def test_table_skips_a_broken_file_and_ctrl_c_stops_cleanly(tmp_path):
     assert stopped["status"] == "stopped" and stopped["kind"] == "optimize"  # resumable with autokernel optimize
     batch_row = next(s for s in store.sessions(kind="kernelbench"))
     assert batch_row["status"] == "stopped" and not batch_row["summary"]["complete"]
+
+
+def test_a_seed_inductor_cannot_make_is_one_line_and_no_file(tmp_path):
+    """The engine's side of seeding: a crash in the seed subprocess (here the problem's own, at import) comes
+    back as its last line; Inductor's refusal (UNSEEDABLE) is covered through the CLI below."""
+    from autokernel.engine.seeding import seed_problem
+
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN)
+    path, reason = seed_problem(broken, tmp_path / "seed.py")
+    assert path is None and "boom at import" in reason and "\n" not in reason, reason
+    assert not (tmp_path / "seed.py").exists()
 
 
 def test_bad_input_is_one_line(tmp_path):

@@ -19,7 +19,8 @@ from autokernel.engine.kernelbench_resume import stored_session
 from autokernel.engine.store import Store
 
 PROBLEMS = Path(__file__).parent / "kernelbench_problems" / "level1"
-FILES = [PROBLEMS / "1_softmax.py", PROBLEMS / "2_rmsnorm.py", PROBLEMS / "4_cumsum.py"]  # the last: skipped
+UNSEEDABLE = Path(__file__).parent / "data" / "kernelbench_unseedable" / "1_inverse.py"
+FILES = [PROBLEMS / "1_softmax.py", PROBLEMS / "2_rmsnorm.py", UNSEEDABLE]  # the last: skipped (Inductor cannot seed it)
 
 
 def _events(store, sid, cls):
@@ -69,7 +70,8 @@ def test_a_killed_batch_resumes_with_nothing_lost_or_repeated(tmp_path):
     doc = json.loads(out.stdout)
     assert doc["batch_session"] == batch["id"] and doc["complete"] and doc["counted"] == 3
     assert [(r["name"], r["status"]) for r in doc["problems"]] == [
-        ("1_softmax", "correct"), ("2_rmsnorm", "correct"), ("4_cumsum", "skipped")]
+        ("1_softmax", "correct"), ("2_rmsnorm", "correct"), ("1_inverse", "skipped")]
+    assert "Inductor could not seed it" in doc["problems"][2]["reason"]
     assert doc["problems"][0] == first_row  # kept as it was counted, never run again
     assert store.events(first) == first_events  # its session has no new event
 

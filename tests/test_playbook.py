@@ -693,3 +693,83 @@ def test_a_rendered_candidate_with_the_aligned_window_passes_the_check_cli(tmp_p
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     doc = json.loads(out.stdout)
     assert doc["passed"] is True and [s["status"] for s in doc["stages"]] == ["pass"] * 5, doc
+
+
+# -- a whole problem: moves over an Inductor seed's launch constants --------------------------------
+SEED = '''K0_XBLOCK = 1
+K0_WARPS = 2
+K0_STAGES = 1
+
+@triton.jit
+def triton_per_fused_cumsum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK: tl.constexpr):
+    xnumel = 4
+    r0_numel = 128
+    R0_BLOCK: tl.constexpr = 128
+    xoffset = tl.program_id(0) * XBLOCK
+
+K1_YBLOCK = 16
+K1_XBLOCK = 32
+K1_R0_BLOCK = 16
+K1_WARPS = 4
+K1_STAGES = 2
+
+@triton.jit
+def triton_tem_fused_mm_1(in_ptr0, in_ptr1, out_ptr0, ynumel, xnumel, r0_numel, YBLOCK: tl.constexpr,
+                          XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
+    ynumel = 64
+    xnumel = 64
+    r0_numel = 64
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        acc += tl.dot(a, b)
+
+
+class ModelNew(Model):
+    def forward(self, *inputs):
+        pass
+'''
+
+
+def _seed_ctx(source, history=(), measured=None, device="cpu"):
+    from autokernel.engine.agents.seed_moves import seed_knobs
+
+    parent = Measurement("problem-0001", "Inductor seed", True, kernel_ms=measured, params=seed_knobs(source))
+    return AgentContext(kernel="problem", backend="triton", device=device, device_name=device, shape={},
+                        dtype="fp32", parent_id="problem-0001", parent_source=source,
+                        parent_params=seed_knobs(source), parent_measurement=parent, best=parent, pool=[],
+                        history=list(history), round=1, max_ideas=9, max_variants=3)
+
+
+def test_a_seed_gets_halve_and_double_moves_of_its_own_knobs_with_hypotheses():
+    from autokernel.engine.agents.seed_moves import seed_knobs
+
+    ideas = PlaybookAgent().propose(_seed_ctx(SEED, measured=2.5, device="cuda"))
+    titles = [i.title for i in ideas]
+    # blocks before warps before stages, kernels in order; no move past an extent (K0 has 4 rows: XBLOCK <= 4),
+    # none below 16 in a tl.dot kernel, no stages for the kernel without a loop
+    assert titles == ["K0_XBLOCK: 1 -> 2", "K1_R0_BLOCK: 16 -> 32", "K1_XBLOCK: 32 -> 64 / 16",
+                      "K1_YBLOCK: 16 -> 32", "K0_WARPS: 2 -> 4 / 1", "K1_WARPS: 4 -> 8 / 2", "K1_STAGES: 2 -> 3 / 1"]
+    for idea in ideas:
+        assert idea.tier == 1 and "2.5 ms" in idea.hypothesis and idea.parent_id == "problem-0001"
+        for v in idea.variants:  # each variant is the parent with exactly one constant changed
+            changed = {k for k, val in v.params.items() if seed_knobs(SEED)[k] != val}
+            assert len(changed) == 1 and seed_knobs(v.source) == v.params
+            assert [ln for ln in v.source.splitlines() if ln not in SEED.splitlines()] == [
+                f"{changed.pop()} = {v.label.split('=')[1]}"]
+    assert "twice as many" in ideas[2].hypothesis or "half as many" in ideas[2].hypothesis
+
+
+def test_seed_moves_never_repeat_and_end_when_every_move_was_tried():
+    agent = PlaybookAgent()
+    history = []
+    for _ in range(20):
+        ideas = agent.propose(_seed_ctx(SEED, history, measured=1.0))
+        if not ideas:
+            break
+        tried = [Tried(i.tier, i.title, i.hypothesis, i.parent_id,
+                       [Measurement(f"c{len(history)}-{j}", v.label, True, kernel_ms=1.0, params=v.params)
+                        for j, v in enumerate(i.variants)]) for i in ideas]
+        history += tried
+    assert not agent.propose(_seed_ctx(SEED, history, measured=1.0))
+    labels = [m.label for t in history for m in t.results]
+    assert len(labels) == len(set(labels)) == 11  # 1 + 1 + 2 + 1 block moves, 2 + 2 warps, 2 stages
+    assert agent.propose(_seed_ctx("class ModelNew(Model):\n    pass\n")) == []  # not a seed: no knobs

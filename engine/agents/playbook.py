@@ -21,7 +21,9 @@ from typing import Any
 
 from autokernel.playbook.templates import Knob, complete, effective, get_template
 
+from ..problem_spec import PROBLEM_TARGET
 from .base import AgentContext, Idea, Measurement, Tried, Variant
+from .seed_moves import propose_seed_moves
 
 PATIENCE = 2  # ideas in a row that did not pay before a tier is left behind
 GAIN = 0.01  # a move "paid" if it beat its parent by more than this fraction
@@ -39,10 +41,14 @@ class PlaybookAgent:
     """`propose(ctx) -> list[Idea]` from the playbook templates (see module docstring)."""
 
     name = "playbook"
+    tunes_seeds = True  # a KernelBench problem of no known kernel type: the session seeds it from Inductor
 
     def propose(self, ctx: AgentContext) -> list[Idea]:
         if ctx.backend != "triton":
             raise ValueError(f"playbook has no moves for {ctx.kernel} on the {ctx.backend} backend (it writes Triton)")
+        if ctx.kernel == PROBLEM_TARGET:  # a whole problem: the knobs of the Inductor seed it started from
+            known = _known(ctx)
+            return propose_seed_moves(ctx, PATIENCE, known, _knob_misses(ctx, known))
         template = get_template(ctx.kernel)  # ValueError: playbook has no template for this kernel
         tried = _tried_keys(template, ctx)
         if not _is_template_params(template, ctx.parent_params):

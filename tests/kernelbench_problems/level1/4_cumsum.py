@@ -1,5 +1,5 @@
 """A running sum along the last dim (our own problem): no kernel type of autokernel computes it, so the
-playbook agent reports it skipped, with the reason.
+playbook agent tunes Inductor's seed of the whole problem.
 
 `AUTOKERNEL_MODEL_SIZE` (set by autokernel's loader) picks the size: `small` on the CPU, `large` on a GPU.
 """
@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 SIZE = os.environ.get("AUTOKERNEL_MODEL_SIZE") or ("large" if torch.cuda.is_available() else "small")
-ROWS, COLS = {"small": (64, 256), "large": (8192, 8192)}[SIZE]
+ROWS, COLS = {"small": (16, 128), "large": (8192, 8192)}[SIZE]
 
 
 class Model(nn.Module):
