@@ -19,10 +19,11 @@ CLI = [sys.executable, "-m", "autokernel.engine.cli"]
 @pytest.fixture(scope="module")
 def big_db(tmp_path_factory):
     """A real store whose replay and session list are far longer than a pipe's buffer (64 KiB), so the
-    command is still writing when `head` has gone."""
+    command is still writing when `head` has gone (400 sessions made a 55 KB table: on a busy box the
+    command could write it all before head left, and end 0)."""
     db = tmp_path_factory.mktemp("pipes") / "s.db"
     store = Store(db)
-    for i in range(400):  # ids of our own: 400 made in one second would collide in a random 4-hex suffix
+    for i in range(2000):  # ids of our own: 2000 made in a second would collide in a random 4-hex suffix
         sid = store.create_session(ev.SessionStarted(kind="profile", model="/m/model.py"), f"20260101-000000-{i:04d}")
         store.finish_session(sid, "completed", {"total_ms": 1.0, "top": "RMSNorm"})
     sid = store.create_session(ev.SessionStarted(kind="optimize", model="/m/model.py", device="cpu"))
