@@ -262,7 +262,7 @@ class OptimizeSession:
                 self._profile(device)
             plan = plan_targets(self.state.profile.rows, cfg.backend,
                                 lambda m: emit(ev.Log(level="info", message=m)), device)
-            if not plan and self._whole_problem_allowed() and self._seeded_if_needed(emit):
+            if not plan and self._whole_problem_allowed() and self._seeded_if_needed(emit, device):
                 plan = [problem_target(self.state.profile.rows, cfg.backend, device)]
                 if self.state.targets.get(PROBLEM_TARGET) is None:
                     how = ("the agent tunes Inductor's seed of" if self._seed_path
@@ -350,21 +350,23 @@ class OptimizeSession:
             return bool(getattr(self._agent, "tunes_seeds", False))
         return self.agent_name == "playbook"
 
-    def _seeded_if_needed(self, emit: Callable[[ev.Event], Any]) -> bool:
+    def _seeded_if_needed(self, emit: Callable[[ev.Event], Any], device: str) -> bool:
         """Whether the whole-problem target can go ahead: an agent that writes ModelNew needs nothing; one
         that tunes seeds needs Inductor's seed (made in a subprocess), unless a resumed target already has
-        its starter. A failed seed is logged (`SEED_FAILED`, read back as the skip's reason)."""
+        its starter. A failed seed is logged (`SEED_FAILED`, read back as the skip's reason). The seed is made
+        at the size the worker builds the problem at (its shapes are baked into the kernels)."""
         if self._writes_whole():
             return True
         target = self.state.targets.get(PROBLEM_TARGET)
         if target is not None and target.starter is not None:
             return True
+        from .model_loading import default_size
         from .seeding import seed_problem
 
         emit(ev.Log(level="info", message="no operation of a known kernel type: asking Inductor for a seed "
                                           "of the whole problem"))
         path, why = seed_problem(self.config.model_path, session_dir(self.session_id) / "inductor_seed.py",
-                                 self.config.size)
+                                 self.config.size or default_size(device))
         if path is None:
             emit(ev.Log(level="warning", message=f"{SEED_FAILED}{why}"))
             return False

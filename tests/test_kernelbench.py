@@ -219,6 +219,35 @@ def test_each_problem_is_a_session_in_the_store(batch):
     assert row["summary"]["fast_p"] == doc["fast_p"] and len(row["config"]["problems"]) == 6
 
 
+def test_a_seeded_model_new_runs_alone_from_an_empty_folder(batch, tmp_path):
+    """Issue 25's loader, small and faithful: each whole-problem model_new.py, copied alone into an empty folder
+    and exec'd from there (no __file__, nothing beside it), builds Model and ModelNew and they agree."""
+    p, _ = batch
+    rows = [r for r in json.loads(p.stdout)["problems"] if r["name"] in WHOLE]
+    script = (
+        "import sys, torch\n"
+        "for path in sys.argv[1:]:\n"
+        "    scope = {'__name__': 'submission'}\n"
+        "    exec(compile(open(path).read(), 'submission', 'exec'), scope)\n"
+        "    init = scope['get_init_inputs']()\n"
+        "    torch.manual_seed(42); model = scope['Model'](*init)\n"
+        "    torch.manual_seed(42); new = scope['ModelNew'](*init)\n"
+        "    x = scope['get_inputs']()\n"
+        "    with torch.no_grad():\n"
+        "        ok = torch.allclose(new(*x), model(*x), atol=1e-2, rtol=1e-2)\n"
+        "    print(path, ok)\n")
+    copies = []
+    for i, r in enumerate(rows):
+        folder = tmp_path / f"alone{i}"
+        folder.mkdir()
+        copies.append(folder / "submission.py")
+        copies[-1].write_text(Path(r["model_new"]).read_text())
+    run = subprocess.run([sys.executable, "-c", script, *map(str, copies)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ, AUTOKERNEL_MODEL_SIZE="small"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert [line.split()[-1] for line in run.stdout.splitlines()] == ["True"] * len(WHOLE), run.stdout
+
+
 def _wait_for_a_candidate_of(problem: Path, db: Path, proc: subprocess.Popen, timeout_s: float = 180) -> None:
     """Until the optimize session of `problem` in `db` has written its first candidate (its loop is running)."""
     deadline = time.monotonic() + timeout_s
