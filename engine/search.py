@@ -22,6 +22,7 @@ from . import events as ev
 from .agents.base import AgentContext, Idea, Variant
 from .agents.seed_moves import seed_knobs
 from .control import LoopControl
+from .fair_timing import timing_line
 from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
@@ -411,7 +412,7 @@ class TargetSearch:
             device_name=r.device_name, kernel_ms=r.kernel_ms, eager_ms=r.eager_ms, compile_ms=r.compile_ms,
             metric=r.metric, achieved=r.achieved, ceiling=r.ceiling, fraction_of_ceiling=r.fraction_of_ceiling,
             speedup_eager=r.speedup_eager, speedup_compile=r.speedup_compile, meaningful=r.meaningful,
-            copy_gbs=r.copy_gbs))
+            copy_gbs=r.copy_gbs, timing=timing_line(r)))
 
     def _time_best_again(self, best: CandidateRecord) -> None:
         """Time the best again, now, when a candidate seems to beat it (GPU timings only).

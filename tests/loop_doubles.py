@@ -31,8 +31,9 @@ class FakeWorker:
     """Judges a fake kernel by its first line; counts the calls, optionally slow."""
 
     def __init__(self, delay_s: float = 0.0, meaningful: bool = False, slow_first: float = 1.0,
-                 copy_gbs: float | None = None):
+                 copy_gbs: float | None = None, launch_bound: bool = False):
         self.delay_s = delay_s
+        self.launch_bound = launch_bound  # the wall clock overruled the events (engine/fair_timing.py)
         self.copy_gbs = copy_gbs  # a same-size copy's GB/s, as the timing measures it on a GPU
         self.meaningful = meaningful  # True: the bench stands for a GPU's (fraction of ceiling 0.1 / ms)
         self.slow_first = slow_first  # the worker's first timing comes out this many times slow
@@ -68,10 +69,15 @@ class FakeWorker:
         if not self.benched:
             ms *= self.slow_first
         self.benched.append(Path(path).name)
-        return [BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
-                            kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,
-                            fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None,
-                            meaningful=self.meaningful, copy_gbs=self.copy_gbs)]
+        record = BenchRecord(kernel=kernel, backend="triton", shape=dict(shapes[0]), dtype=dtype, device_name="fake",
+                             kernel_ms=ms, eager_ms=1.0, compile_ms=None, metric="GB/s", achieved=1 / ms, ceiling=10.0,
+                             fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None,
+                             meaningful=self.meaningful, copy_gbs=self.copy_gbs)
+        if self.launch_bound:
+            record.timed_by, record.timing_reason = "wall clock", "launch-bound"
+            record.kernel_wall_ms, record.eager_wall_ms = ms, 1.0
+            record.kernel_event_ms, record.eager_event_ms = ms / 3, 0.5
+        return [record]
 
     def close(self):
         self.closed = True

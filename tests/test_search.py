@@ -153,6 +153,17 @@ def test_max_experiments_stops_the_loop(env):
     assert summary["status"] == "completed"
 
 
+def test_a_launch_bound_timing_says_how_it_was_timed_in_the_bench_event(env):
+    """When the wall clock overruled the events, eager was timed the same way and the event says so."""
+    tmp_path, model = env
+    agent = ScriptedAgent(moves=[("tile", [(0.8, "")])])
+    session, store = _session(tmp_path, model, agent, worker=FakeWorker(launch_bound=True), plateau=5)
+    session.run()
+    benches = _events(store, session.session_id, ev.BenchResult)
+    assert benches and all(b.timing.startswith("launch-bound: wall clock") and "eager 1 ms wall" in b.timing
+                           for b in benches), [b.timing for b in benches]
+
+
 def test_wall_time_and_cost_budgets(env):
     tmp_path, model = env
     session, store = _session(tmp_path, model, EndlessAgent(), worker=FakeWorker(delay_s=0.1), budget_s=0.6,
