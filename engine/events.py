@@ -192,7 +192,9 @@ class TargetDone(Event):
     target: str = ""
     best_candidate_id: str | None = None
     best_speedup: float = 0.0
-    reason: str = ""  # plateau | ceiling | budget | skipped | exhausted | failed (the starter failed its checks)
+    # plateau | ceiling | budget | skipped | exhausted | failed (the starter failed its checks)
+    # | untimed (the starter passed but could not be timed) | no-fit (out of memory: engine/fit.py)
+    reason: str = ""
 
 
 @dataclass

@@ -7,7 +7,9 @@ a standalone `ModelNew` with the kept kernels is written and checked and timed t
 batch itself is a `kernelbench` session whose summary is the score table.
 
 A problem ends `correct`, `incorrect` (ModelNew failed the check; for a whole-problem target, no
-ModelNew the agent wrote passed the five stages, so there is no solution to check), `skipped` (nothing the agent can
+ModelNew the agent wrote passed the five stages, so there is no solution to check), `untimed` (a starter
+ran but could not be timed: nothing to build on, the agent was never asked), `no-fit` (out of memory on
+this GPU/CPU, the tool's limit, never a wrong answer), `skipped` (nothing the agent can
 target: a problem of no known kernel type is one whole target `problem` (engine/problem_spec.py), which the
 LLM agent writes and the playbook agent tunes from Inductor's seed (engine/seeding.py); it is skipped when
 Inductor cannot seed it, or when the file does not load: the problem's limits, not the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the
@@ -31,14 +33,18 @@ from typing import Any, Callable, Iterable
 
 from . import events as ev
 from .errors import UserError
+from .fit import NO_FIT, no_fit
 from .model_new import CHECK_DONE
 from .problem_spec import PROBLEM_TARGET
+from .search import UNTIMED
 from .session import _stored_url
 from .store import Recorder, Store
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile")
-STATUSES = ("correct", "incorrect", "skipped", "error", "stopped")
+# untimed: a starter ran but could not be timed, so there was nothing to build on; no-fit: out of memory
+# on this machine (engine/fit.py). Neither is a wrong answer, and neither is correct.
+STATUSES = ("correct", "incorrect", "untimed", "no-fit", "skipped", "error", "stopped")
 
 
 # -- finding problems ------------------------------------------------------------------------------
@@ -158,6 +164,15 @@ def fast_p(results: list[ProblemResult], thresholds: Iterable[float] = THRESHOLD
     return out
 
 
+def status_counts(statuses: Iterable[str]) -> dict[str, int]:
+    """How many problems ended in each status, every status of STATUSES named (zeros included), so a
+    wrong answer, an untimed starter and a problem too big for the machine are never one number."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
 def _top_rows(rows: list[dict], n: int = 3) -> str:
     return ", ".join(f"{r.get('name', r.get('kind'))} {100 * float(r.get('share') or 0):.0f}%" for r in rows[:n])
 
@@ -178,6 +193,9 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     if status == "failed":
         errors = [e for e in session.store.iter_events(session.session_id) if isinstance(e, ev.ErrorEvent)]
         base.reason = f"{errors[-1].where}: {errors[-1].message}" if errors else "the session failed"
+        fit = no_fit(errors[-1].message, getattr(session.config, "device", "")) if errors else ""
+        if fit:
+            base.status, base.reason = "no-fit", fit
         return base
     if not state.targets:
         rows = state.profile.rows if state.profile else []
@@ -190,12 +208,20 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
                        f"knows (profile: {_top_rows(rows) or 'empty'})"
                        + ("; an LLM agent (--agent MODEL) writes the whole ModelNew" if agent == "playbook" else ""))
         return base
+    integ = state.integration
+    if integ is not None and integ.detail.startswith(NO_FIT):
+        base.status, base.reason = "no-fit", integ.detail
+        return base
+    if not any(t.best for t in state.targets.values()):  # no target got a kernel: the search says why
+        verdict = _target_verdict(session)
+        if verdict:
+            base.status, base.reason = verdict
+            return base
     whole = state.targets.get(PROBLEM_TARGET)
     if whole is not None and whole.best is None:
         base.status = "incorrect"
         base.reason = _unsolved(whole, agent)
         return base
-    integ = state.integration
     if integ is None:
         base.reason = "the session ended without checking ModelNew"
         return base
@@ -220,6 +246,22 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     elif not integ.correct:
         base.reason = integ.detail
     return base
+
+
+def _target_verdict(session: Any) -> tuple[str, str] | None:
+    """("untimed" | "no-fit", the search's line) when a target ended so, else None: the search logs
+    "<target>: starter could not be timed: ..." or "<target>: does not fit on this ..."."""
+    store = getattr(session, "store", None)
+    if store is None or not session.session_id:
+        return None
+    for e in store.iter_events(session.session_id):
+        if isinstance(e, ev.Log):
+            line = e.message.split(": ", 1)[-1]
+            if line.startswith(UNTIMED):
+                return "untimed", line
+            if line.startswith(NO_FIT):
+                return "no-fit", line
+    return None
 
 
 def _seed_failure(session: Any) -> str:
@@ -435,7 +477,8 @@ class KernelBenchBatch:
         except UserError as e:  # the problem file does not load: the problem is skipped, the batch goes on
             failure = ("skipped", f"the problem does not load: {e}")
         except Exception as e:  # the tool's own failure on this problem; the batch goes on
-            failure = ("error", f"{type(e).__name__}: {e}")
+            fit = no_fit(e, self.config.device)
+            failure = ("no-fit", fit) if fit else ("error", f"{type(e).__name__}: {e}")
         finally:
             with self._lock:
                 self.current = None
@@ -464,6 +507,7 @@ class KernelBenchBatch:
         return {
             "problems": [r.to_json() for r in self.results],
             "fast_p": fast_p(finished),
+            "statuses": status_counts(r.status for r in self.results),
             "counted": len(finished),
             "total": len(self.problems),
             "complete": len(finished) == len(self.problems),

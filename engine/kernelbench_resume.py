@@ -96,4 +96,5 @@ def stored_session(store: Store, session_id: str) -> Any:
     row = store.session(session_id)
     return SimpleNamespace(session_id=row["id"], store=store, summary=row["summary"] or {},
                            state=SearchState.from_events(row["id"], store.iter_events(row["id"])),
-                           config=SimpleNamespace(api_base=(row["config"] or {}).get("api_base")))
+                           config=SimpleNamespace(api_base=(row["config"] or {}).get("api_base"),
+                                                  device=(row["config"] or {}).get("device", "")))

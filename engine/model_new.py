@@ -189,8 +189,26 @@ def _compare(ref: list, out: list) -> tuple[bool, float, str]:
 
 
 def check_model_new(request: dict) -> dict:
-    """The KernelBench check and timing of `request["model_new"]`; returns IntegrationResult fields."""
+    """The KernelBench check and timing of `request["model_new"]`; returns IntegrationResult fields.
+
+    Running out of memory anywhere in it (Model, ModelNew or the timing) is the machine's limit, not a
+    wrong ModelNew: the detail is then the "does not fit" verdict alone, with no trial counted."""
+    from .fit import no_fit
+
+    try:
+        return _check(request)
+    except Exception as e:
+        fit = no_fit(e, request["device"])
+        if not fit:
+            raise
+        return {"replaced": [], "correct": False, "max_abs_error": 0.0, "detail": fit,
+                "model_ms": 0.0, "eager_ms": 0.0, "compile_ms": None, "speedup_eager": 0.0,
+                "speedup_compile": None, "meaningful": request["device"] == "cuda"}
+
+
+def _check(request: dict) -> dict:
     device = request["device"]
+    from .fit import no_fit
     import torch
 
     from .forward_timing import compiled_forward, time_interleaved
@@ -214,6 +232,8 @@ def check_model_new(request: dict) -> dict:
             try:
                 ok, err, why = _compare(ref, _tensors(model_new(*inputs)))
             except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
+                if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
+                    raise
                 ok, err, why = False, 0.0, f"ModelNew raised {type(e).__name__}: {e}"
             max_err = max(max_err, err)
             passed += ok
@@ -224,6 +244,8 @@ def check_model_new(request: dict) -> dict:
             model_new(*inputs)
             fns["model_new"] = lambda: model_new(*inputs)
         except Exception as e:
+            if no_fit(e, device):
+                raise
             problems.append(f"timing ModelNew raised {type(e).__name__}: {e}")
         # on the CPU compiling takes longer than the whole check, and means nothing
         compiled = compiled_forward(model, inputs, problems) if device == "cuda" else None
@@ -232,6 +254,8 @@ def check_model_new(request: dict) -> dict:
         try:  # interleaved rounds, as the model integration times (forward_timing.time_interleaved)
             times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if device == "cuda" else 1)
         except Exception as e:
+            if no_fit(e, device):
+                raise
             problems.append(f"timing raised {type(e).__name__}: {e}")
             times = {}
         eager_ms = times["eager"].ms if "eager" in times else 0.0

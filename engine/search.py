@@ -23,6 +23,7 @@ from .agents.base import AgentContext, Idea, Variant
 from .agents.seed_moves import seed_knobs
 from .control import LoopControl
 from .fair_timing import timing_line
+from .fit import no_fit
 from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
@@ -47,6 +48,7 @@ class SearchLimits:
     max_variants: int = 3
 
 
+UNTIMED = "starter could not be timed"  # a target's verdict when its starter's timing failed
 AGENT_FAILURES_ALLOWED = 3  # rounds in a row in which every propose() raised, before the target is given up
 
 
@@ -148,7 +150,14 @@ class TargetSearch:
             self._run_starter()
         starter = t.starter
         if starter is not None and not starter.passed:
+            fit = no_fit(starter.failure, ctx.device)
+            if fit:
+                return self._done("no-fit", f"{fit} (the starter ran out of memory: {starter.failure})")
             return self._done("failed", f"the starter failed its checks ({starter.failure}); skipping {t.name}")
+        if starter is not None and starter.bench is None and starter.decision == "failed":
+            # it passed but its timing failed: no measurement to beat, so no round can be judged
+            fit = no_fit(starter.reason, ctx.device)
+            return self._done("no-fit" if fit else "untimed", fit or f"{UNTIMED}: {starter.reason.removeprefix('timing failed: ')}")
         while True:
             reason = self._check_controls(budget=True)
             if reason:
@@ -256,7 +265,7 @@ class TargetSearch:
                         continue
                     seen.add(d)
                     queue.append((slot, variant, seed))
-        self._agent_failed = failures == len(seeds)
+        self._agent_failed = bool(seeds) and failures == len(seeds)  # no seed: the agent was not asked
         self._agent_failures = self._agent_failures + 1 if self._agent_failed else 0
         return queue
 
@@ -398,7 +407,7 @@ class TargetSearch:
         except Exception as e:
             ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
-                                 reason=f"timing failed: {e}"))
+                                 reason=f"timing failed: {type(e).__name__}: {e}"))
             return
         if not records:
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from . import events as ev
+from .fit import NO_FIT
 from .results import STAGES
 
 LOG_LINES = 500
@@ -221,6 +222,8 @@ def describe(e: ev.Event) -> tuple[str, str] | None:
     if isinstance(e, ev.LLMUsage):
         return "info", f"LLM {e.model}: {e.prompt_tokens}+{e.completion_tokens} tokens, ${e.cost_usd:.4f} (total ${e.total_cost_usd:.4f})"
     if isinstance(e, ev.IntegrationResult):
+        if e.detail.startswith(NO_FIT):
+            return "warning", f"integration: {e.detail}"
         if not e.correct:
             return "error", f"integration failed: {e.detail or 'outputs differ'} (max abs error {e.max_abs_error:.3g})"
         note = "" if e.meaningful else " (CPU: not meaningful)"

@@ -22,7 +22,7 @@ from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, 
 HELP = ("score the tool on KernelBench-form problems: optimize each, check its ModelNew the KernelBench way, "
         "time it against eager and torch.compile, report fast_p")
 
-FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped ones included), the fraction that are correct and "
+FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped, untimed and no-fit ones included), the fraction that are correct and "
                "more than p times faster than the baseline; p = 0: just correct")
 
 
@@ -92,6 +92,10 @@ def print_report(report: dict, out: TextIO) -> None:
                       _speedup(r["speedup_compile"], r["meaningful"]) if timed else "—",
                       ", ".join(r["kernels"]) or "—", r["session_id"] or "—", r["reason"])
     console.print(table)
+    from ..kernelbench import status_counts
+
+    counts = status_counts(r["status"] for r in problems)
+    console.print("statuses: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     scores = Table(title="fast_p", title_justify="left")
     scores.add_column("p", justify="right")
     for base in ("eager", "compile"):

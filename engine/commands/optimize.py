@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .. import events as ev
 from ..errors import UserError
+from ..fit import NO_FIT
 from ..results import STAGES
 from ..session_state import compiled_headline
 from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
@@ -110,6 +111,8 @@ class HeadlessPrinter:
             self._decision(e)
         elif isinstance(e, ev.TargetDone):
             self._print(f"== {e.target} done ({e.reason}); best {e.best_candidate_id}, {e.best_speedup:.3g}x vs eager")
+        elif isinstance(e, ev.IntegrationResult) and e.detail.startswith(NO_FIT):
+            self._print(f"integration: {e.detail}")  # nothing ran to compare: no "outputs DIFFER"
         elif isinstance(e, ev.IntegrationResult):
             cpu = "" if e.meaningful else " (CPU: not meaningful)"
             comp = f", {e.speedup_compile:.2f}x vs torch.compile" if e.speedup_compile else ""
