@@ -219,8 +219,11 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
             return base
     whole = state.targets.get(PROBLEM_TARGET)
     if whole is not None and whole.best is None:
-        base.status = "incorrect"
-        base.reason = _unsolved(whole, agent)
+        written = sorted(whole.candidates.values(), key=lambda c: c.experiment)
+        fit = no_fit(written[-1].failure, getattr(session.config, "device", "")) if written else ""
+        # the last ModelNew ran out of memory: the machine's limit, not a wrong answer
+        base.status = "no-fit" if fit else "incorrect"
+        base.reason = f"{fit}: {_unsolved(whole, agent)}" if fit else _unsolved(whole, agent)
         return base
     if integ is None:
         base.reason = "the session ended without checking ModelNew"

@@ -155,3 +155,24 @@ def test_no_fit_reads_every_out_of_memory_and_nothing_else():
     assert no_fit(RuntimeError(cpu), "cpu") == "does not fit on this CPU: needs 100 GiB"
     assert no_fit("correctness: crash: worker error: OutOfMemoryError: x", "cuda") == "does not fit on this GPU"
     assert no_fit(RuntimeError("shape mismatch"), "cpu") == "" and no_fit(None, "cpu") == ""
+
+
+def test_a_whole_problem_whose_last_model_new_ran_out_of_memory_does_not_fit():
+    from autokernel.engine.search_state import SearchState
+    from autokernel.engine.session import SessionConfig
+
+    def ended(detail):
+        events = [ev.TargetStarted(target="problem", shape={}, dtype="fp32"),
+                  ev.CandidateWritten(candidate_id="problem-0001", idea_id="idea-0001", experiment=1, target="problem",
+                                      backend="triton", label="rewrite", source="x = 1\n", params={}),
+                  ev.StageResult(candidate_id="problem-0001", stage="smoke", status="crash", detail=detail),
+                  ev.Decision(candidate_id="problem-0001", target="problem", decision="failed"),
+                  ev.TargetDone(target="problem", reason="exhausted")]
+        return SimpleNamespace(state=SearchState.from_events("s1", events), summary={"status": "completed"},
+                               session_id="s1", config=SessionConfig(device="cuda"), store=None)
+
+    problem = Problem("big", Path("big.py"))
+    row = result_from_session(problem, ended(f"worker error: OutOfMemoryError: {OOM}"), "openai/m", 1.0)
+    assert row.status == "no-fit" and row.reason.startswith("does not fit on this GPU: needs 20 GiB: none of the 1")
+    wrong = result_from_session(problem, ended("max abs error 1.0"), "openai/m", 1.0)
+    assert wrong.status == "incorrect" and "smoke: crash: max abs error 1.0" in wrong.reason
