@@ -155,8 +155,10 @@ def test_only_bad_answers_fail_the_proposal_after_bounded_retries(llm_server):
 
 
 def test_slow_answer_times_out_then_the_retry_succeeds(llm_server):
-    llm_server.play({"content": good_answer(), "delay": 2.5}, good_answer(title="After the timeout"))
-    agent = make_agent(llm_server, timeout_s=0.8)
+    # the slow answer is far past the timeout, the timeout far past what an answer takes on a loaded box
+    # (at 0.8 s the prompt retry itself timed out while two test suites shared two cores)
+    llm_server.play({"content": good_answer(), "delay": 60}, good_answer(title="After the timeout"))
+    agent = make_agent(llm_server, timeout_s=6)
     ideas = agent.propose(softmax_context())
     assert ideas[0].title == "After the timeout"  # the slow answer was not waited for
     assert len(agent.retries) == 1 and "Timeout" in agent.retries[0][0]
