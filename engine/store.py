@@ -66,12 +66,27 @@ class Store:
         self._lock = threading.RLock()
         self.db = sqlite_utils.Database(conn)
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
+            self._use_wal()
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as e:
             raise UserError(f"{self.path} is not a usable session database: {e}") from e
         self._next_seq: dict[str, int] = {}
+
+    def _use_wal(self, wait_s: float = 30.0) -> None:
+        """Put the file in WAL mode (kept in the file: later openers find it set). Switching needs the file
+        to itself and SQLite answers "locked" at once, without its busy timeout, while another process
+        opening the same new file holds it; so that case is retried here for up to `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                if self.db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    self.db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     # -- schema -----------------------------------------------------------------------------
     def _migrate(self) -> None:
