@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from autokernel.engine.agents.base import Idea, Variant
+from autokernel.engine.fair_timing import WALL
 from autokernel.engine.results import STAGES, BenchRecord, CheckReport, StageOutcome
 
 
@@ -74,7 +75,7 @@ class FakeWorker:
                              fraction_of_ceiling=0.1 / ms, speedup_eager=1.0 / ms, speedup_compile=None,
                              meaningful=self.meaningful, copy_gbs=self.copy_gbs)
         if self.launch_bound:
-            record.timed_by, record.timing_reason = "wall clock", "launch-bound"
+            record.timed_by, record.timing_reason = WALL, "launch-bound"
             record.kernel_wall_ms, record.eager_wall_ms = ms, 1.0
             record.kernel_event_ms, record.eager_event_ms = ms / 3, 0.5
         return [record]
