@@ -43,12 +43,18 @@ class WorkerDied(Exception):
         self.status, self.reason = status, reason
 
 
+class WorkerLost(Exception):
+    """A worker that can no longer be used at all (a Ray actor or its node gone), as opposed to a candidate
+    that crashed its worker: the pool runs the experiment again on another worker."""
+
+
 class Worker:
     """The engine's handle on one worker process (see the module docstring)."""
 
     def __init__(self, device: str = "cpu", stage_timeout: float | None = None, load_timeout: float | None = None,
                  start_timeout: float = 180.0):
         self.device = device
+        self.label = device  # what the TUI, the log and the store call this worker ("gpu0", "ray:host/gpu1")
         self.stage_timeout = stage_timeout or _default_stage_timeout(device)
         # Building a CUDA extension or autotuning a Triton kernel on first call can take minutes.
         self.load_timeout = load_timeout or max(self.stage_timeout, 600.0 if device == "cuda" else 120.0)
