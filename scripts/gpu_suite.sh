@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness hotspots pace probe rowwise mma gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -152,6 +152,13 @@ step_forwards() {
     > "$RESULTS/forwards_llama.txt" 2>&1; echo "forwards llama rc=$?"; cat "$RESULTS/forwards_llama.txt" | tail -8
   "$PY" scripts/four_forwards.py --model vit --kinds "${VIT_KINDS:-layernorm,softmax}" --device "$DEVICE" --size "$SIZE" \
     -o "$RESULTS/forwards_vit.json" > "$RESULTS/forwards_vit.txt" 2>&1; echo "forwards vit rc=$?"; tail -8 "$RESULTS/forwards_vit.txt"
+}
+
+step_fairness() {
+  # Issue 19: launch-bound kernels (a one-row-per-program softmax, the starters at 4096x4096 and 1024x32000)
+  # timed with eager and torch.compile by the same clock.
+  "$PY" scripts/fair_timing_probe.py --device "$DEVICE" -o "$RESULTS/fairness.json" > "$RESULTS/fairness.txt" 2>&1
+  echo "fairness rc=$?"; tail -5 "$RESULTS/fairness.txt"
 }
 
 step_gputests() {
