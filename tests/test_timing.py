@@ -240,7 +240,7 @@ def test_the_harness_panel_shows_the_wall_clock_line_in_full_and_a_mark_when_com
 
     from autokernel.engine import events as ev
     from autokernel.engine.session_state import SessionState
-    from autokernel.tui.synthetic import session_events
+    from tools.synthetic import session_events
     from autokernel.tui.widgets.stages import StagesPanel
 
     from tui_support import text_of

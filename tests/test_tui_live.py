@@ -16,7 +16,7 @@ from autokernel.engine import events as ev
 from autokernel.engine.store import Store
 from autokernel.tui.app import AutokernelApp
 from autokernel.tui.screens.live import EventInbox, LiveScreen
-from autokernel.tui.synthetic import SyntheticSession
+from tools.synthetic import SyntheticSession
 from autokernel.tui.widgets.bottlenecks import BottleneckTable
 from autokernel.tui.widgets.stages import StagesPanel
 

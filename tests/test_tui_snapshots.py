@@ -10,7 +10,7 @@ from __future__ import annotations
 from autokernel.engine.store import Store
 from autokernel.tui.app import AutokernelApp
 from autokernel.tui.screens.live import EventInbox
-from autokernel.tui.synthetic import LLAMA_ROWS, T0, SyntheticSession, write_session
+from tools.synthetic import LLAMA_ROWS, T0, SyntheticSession, write_session
 
 from textual.widgets._footer import FooterKey
 

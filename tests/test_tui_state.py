@@ -9,7 +9,7 @@ import pytest
 from autokernel.engine import events as ev
 from autokernel.engine.commands.replay import state_json
 from autokernel.engine.session_state import SessionState, Timeline, amdahl, fold, load_timeline
-from autokernel.tui.synthetic import session_events
+from tools.synthetic import session_events
 
 from tui_support import stored_session, sync
 
@@ -106,7 +106,7 @@ def test_timeline_experiment_navigation():
 
 def test_replay_of_a_long_stored_session_reaches_every_step(tmp_path):
     """A 1,000-experiment session opens and any step of it can be shown (how fast is measured by
-    `python -m autokernel.tui.bench_ui`, not asserted here)."""
+    `python -m tools.bench_ui`, not asserted here)."""
     store, sid = stored_session(tmp_path / "s.db", experiments=1000)
     row, tl = load_timeline(store, "latest")
     assert row["id"] == sid and tl.final.experiments == 1000
@@ -162,7 +162,7 @@ def test_the_harness_panel_shows_no_speed_of_light_for_a_cpu_timing():
     import dataclasses
 
     from autokernel.engine.session_state import SessionState
-    from autokernel.tui.synthetic import session_events
+    from tools.synthetic import session_events
     from autokernel.tui.widgets.stages import StagesPanel
 
     from tui_support import text_of
@@ -198,7 +198,7 @@ def test_the_model_against_torch_compile_is_our_best_forward_over_compiles():
 async def test_the_status_line_heads_with_the_model_against_torch_compile_once_integrated(tmp_path):
     from autokernel.engine.store import Store
     from autokernel.tui.app import AutokernelApp
-    from autokernel.tui.synthetic import write_session
+    from tools.synthetic import write_session
     from autokernel.tui.widgets.status import StatusLine
 
     from tui_support import text_of

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.content import Content
 
 from autokernel.engine.store import Store
-from autokernel.tui.synthetic import write_session
+from tools.synthetic import write_session
 
 
 def stored_session(path: Path, experiments: int = 12, seed: int = 7, approval: str = "auto") -> tuple[Store, str]:

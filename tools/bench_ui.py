@@ -1,6 +1,6 @@
 """UI benchmark (a script, not a test): the TUI's responsiveness targets, measured and printed.
 
-    python -m autokernel.tui.bench_ui [--experiments 5000]
+    python -m tools.bench_ui [--experiments 5000]
 
 1. replay open: a synthetic session of N experiments (about 12 events each) written to a temporary
    SQLite file, then `autokernel-tui --replay` opened on it until the first screen is drawn
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from autokernel.engine.session_state import load_timeline
 from autokernel.engine.store import Store
+from autokernel.tui.app import AutokernelApp
+from autokernel.tui.screens.live import EventInbox, LiveScreen
+from autokernel.tui.screens.replay import ReplayScreen
+from autokernel.tui.widgets.code import CodePanel
 
-from .app import AutokernelApp
-from .screens.live import EventInbox, LiveScreen
-from .screens.replay import ReplayScreen
-from .synthetic import SyntheticSession, write_session
-from .widgets.code import CodePanel
+from tools.synthetic import SyntheticSession, write_session
 
 
 def _summary(name: str, samples_s: list[float], target_ms: float) -> str:
@@ -110,7 +110,7 @@ async def bench_live_keys(store: Store, presses: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autokernel.tui.bench_ui", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.bench_ui", description=__doc__.split("\n")[0])
     p.add_argument("--experiments", type=int, default=5000)
     p.add_argument("--steps", type=int, default=40)
     args = p.parse_args(argv)

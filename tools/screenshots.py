@@ -1,6 +1,6 @@
 """Take SVG screenshots of the live, replay and sessions screens from the running app.
 
-    python -m autokernel.tui.screenshots --db PATH --session ID|latest --out screenshots/
+    python -m tools.screenshots --db PATH --session ID|latest --out screenshots/
 
 The replay screens open the stored session exactly as `autokernel-tui --replay` does. The live
 screen is the real `LiveScreen`, fed the stored events through its event inbox in place of a
@@ -19,9 +19,8 @@ from pathlib import Path
 from autokernel.engine import events as ev
 from autokernel.engine.errors import UserError
 from autokernel.engine.store import Store
-
-from .app import AutokernelApp
-from .screens.live import EventInbox, LiveScreen
+from autokernel.tui.app import AutokernelApp
+from autokernel.tui.screens.live import EventInbox, LiveScreen
 
 
 class StoredPlayback:
@@ -114,7 +113,7 @@ def take(store: Store, ref: str, out: Path, size: tuple[int, int] = (120, 40)) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autokernel.tui.screenshots", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tools.screenshots", description=__doc__.split("\n")[0])
     p.add_argument("--db", default=None, help="session database (default: $AUTOKERNEL_DB or the user's)")
     p.add_argument("--session", default="latest", help="session id, prefix or latest")
     p.add_argument("--out", default="screenshots", help="folder for the SVG files")
