@@ -24,7 +24,7 @@ from .model_file import check_model_file
 from .problem_spec import PROBLEM_TARGET, problem_brief
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
-from .store import Recorder, Store
+from .store import Recorder, Store, StoreWriteError
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
@@ -302,7 +302,7 @@ class OptimizeSession:
                         target = self.state.targets[p["kind"]]
                     try:
                         TargetSearch(ctx, target, self._spec_of(target.name)).run()
-                    except StopLoop:
+                    except (StopLoop, StoreWriteError):
                         raise
                     except Exception as e:  # one target's failure is logged; the others still run
                         emit(ev.ErrorEvent(where=f"search {target.name}", message=f"{type(e).__name__}: {e}"))
@@ -316,6 +316,8 @@ class OptimizeSession:
                 self._integrate(device)
         except (StopLoop, KeyboardInterrupt):
             status = "stopped"
+        except StoreWriteError as e:  # nothing more can be written: the session stays resumable as it is
+            raise self._unwritable(e) from e
         except UserError:
             status = "failed"
             self._finish(status, t0)
@@ -524,6 +526,17 @@ class OptimizeSession:
                         "device": started.device if started else "", "model": started.model if started else ""})
         self.summary = summary
         try:
-            self.recorder.emit(ev.SessionDone(status=status, summary=summary))
-        finally:
-            self.store.finish_session(self.session_id, status, summary)
+            try:
+                self.recorder.emit(ev.SessionDone(status=status, summary=summary))
+            finally:
+                self.store.finish_session(self.session_id, status, summary)
+        except StoreWriteError as e:
+            raise self._unwritable(e) from e
+
+    def _unwritable(self, e: StoreWriteError) -> StoreWriteError:
+        """The store's one line, and how the session goes on once the database can be written again: every
+        event before the refused one is kept, and the session reads as interrupted (its process is gone)."""
+        if not self.session_id:
+            return e
+        return StoreWriteError(f"{e}; the session is kept up to its last event: resume it with --resume "
+                               f"{self.session_id} once the database can be written")

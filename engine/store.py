@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -53,6 +54,27 @@ def _pid_alive(pid: int | None, host: str | None) -> bool:
     return True
 
 
+class StoreWriteError(UserError):
+    """A write the database refused (a full disk, a read-only file or folder): every event written before
+    it stays readable, and a session cut by it can be resumed once the database can be written again."""
+
+
+def _write_hint(why: str) -> str:
+    """What the person can do about a refused write, from SQLite's message."""
+    low = why.lower()
+    if "full" in low:
+        return "free some space"
+    if "readonly" in low or "read-only" in low:
+        return "make it writable"
+    return "check the disk"
+
+
+def _read_only(path: Path) -> bool:
+    """Whether this process cannot write the database file or its folder (a read-only mount, permissions)."""
+    target = path if path.exists() else path.parent
+    return not os.access(target, os.W_OK) or not os.access(path.parent, os.W_OK)
+
+
 class Store:
     """Thread-safe handle on one session database (the engine thread and the UI share it)."""
 
@@ -70,6 +92,10 @@ class Store:
             self.db.execute("PRAGMA synchronous=NORMAL")
             self._migrate()
         except sqlite3.DatabaseError as e:
+            conn.close()
+            if _read_only(self.path):
+                raise StoreWriteError(f"cannot use the session database {self.path}: it is read-only ({e}); make "
+                                      f"it and its folder writable, or name another with --db") from e
             raise UserError(f"{self.path} is not a usable session database: {e}") from e
         self._next_seq: dict[str, int] = {}
 
@@ -89,7 +115,16 @@ class Store:
                 time.sleep(0.02)
 
     # -- schema -----------------------------------------------------------------------------
+    def _schema_version(self) -> int:
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError:  # no meta table yet: a new file
+            return 0
+        return int(row[0]) if row else 0
+
     def _migrate(self) -> None:
+        if self._schema_version() == SCHEMA_VERSION:  # nothing to write: a reader needs no write access
+            return
         with self._lock, self.db.conn:
             # One process creates or upgrades the schema at a time: the others wait (busy timeout) and
             # then see its tables. Without it, two processes opening a new database together (an
@@ -119,11 +154,33 @@ class Store:
                 self.db["meta"].upsert({"key": "schema_version", "value": str(SCHEMA_VERSION)}, pk="key")
 
     # -- writing ----------------------------------------------------------------------------
+    @contextmanager
+    def _writing(self, session_id: str | None = None) -> Iterator[None]:
+        """One transaction; a write SQLite refuses (disk full, read-only, I/O error) is rolled back whole and
+        raised as a one-line StoreWriteError. The next sequence number is read again afterwards, so a later
+        write leaves no gap."""
+        with self._lock:
+            try:
+                with self.db.conn:
+                    yield
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.DatabaseError as e:
+                if session_id:
+                    self._next_seq.pop(session_id, None)
+                if self.db.conn.in_transaction:
+                    try:
+                        self.db.conn.rollback()
+                    except sqlite3.Error:
+                        pass
+                raise StoreWriteError(f"cannot write to the session database {self.path}: {e}; "
+                                      f"{_write_hint(str(e))}") from e
+
     def create_session(self, started: SessionStarted, session_id: str | None = None) -> str:
         """Insert the session row and its first event in one transaction."""
         sid = session_id or new_session_id()
         now = time.time()
-        with self._lock, self.db.conn:
+        with self._writing(sid):
             self.db["sessions"].insert(
                 {
                     "id": sid, "kind": started.kind, "model": started.model, "device": started.device,
@@ -137,7 +194,7 @@ class Store:
 
     def append(self, session_id: str, event: Event) -> int:
         """Append one event atomically; returns its sequence number."""
-        with self._lock, self.db.conn:
+        with self._writing(session_id):
             seq = self._insert_event(session_id, event)
             self.db.execute("UPDATE sessions SET updated=? WHERE id=?", [event.ts, session_id])
         return seq
@@ -156,7 +213,7 @@ class Store:
 
     def reopen_session(self, session_id: str) -> None:
         """Mark a stopped or interrupted session as running again in this process (resume)."""
-        with self._lock, self.db.conn:
+        with self._writing(session_id):
             self.db.execute(
                 "UPDATE sessions SET status='running', pid=?, host=?, updated=? WHERE id=?",
                 [os.getpid(), socket.gethostname(), time.time(), session_id],
@@ -164,7 +221,7 @@ class Store:
         self._next_seq.pop(session_id, None)
 
     def finish_session(self, session_id: str, status: str, summary: dict | None = None) -> None:
-        with self._lock, self.db.conn:
+        with self._writing():
             self.db.execute(
                 "UPDATE sessions SET status=?, summary=?, updated=? WHERE id=?",
                 [status, json.dumps(summary or {}, default=str), time.time(), session_id],
