@@ -59,7 +59,7 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
         path = workdir / f"{k['kind']}.py"
         path.write_text(k["source"])
         entries.append({"kind": k["kind"], "candidate_id": k.get("candidate_id"), "path": str(path),
-                        "dtype": k.get("dtype")})
+                        "dtype": k.get("dtype"), "backend": k.get("backend") or "triton"})
     request = {"model_path": str(model_path), "device": device, "size": size, "mode": mode, "kernels": entries,
                "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"], "compile": compile}
     if mode == "kernelbench":

@@ -147,7 +147,11 @@ class _Site:
         _SITES[self.id] = self
 
     def run(self, args):
-        """The kernel's output for the operator's arguments `args`, where verified, else PyTorch's."""
+        """The kernel's output for the operator's arguments `args`, where verified, else PyTorch's.
+        A probe entry (no kernel: `routed_calls`) counts the call and answers PyTorch's result."""
+        if self.entry.fn is None:
+            self.stats.calls[self.entry.kind] += 1
+            return self.reference(*args)
         return self.call(_signature(args), lambda: _KERNEL_CALLS[self.op](self, *args),
                          lambda: self.reference(*args), lambda: self.reference(*_upcast(args)))
 
@@ -261,8 +265,7 @@ def _module_plan(model, kernels):
         kind = None
         if "rmsnorm" in kernels and _is_rmsnorm(m):
             kind = "rmsnorm"
-        elif "layernorm" in kernels and isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1 \
-                and m.weight is not None:
+        elif "layernorm" in kernels and isinstance(m, nn.LayerNorm) and m.weight is not None:
             kind = "layernorm"
         elif "fused_mlp" in kernels and _mlp_linears(m) is not None:
             kind = "fused_mlp"
@@ -315,8 +318,9 @@ _SCHEMAS = {
 }
 _KERNEL_CALLS = {
     "rmsnorm": lambda s, x, w, eps: s.entry.fn(_rows(x, w.numel()), w, eps).reshape(x.shape),
-    "layernorm": lambda s, x, w, b, eps: s.entry.fn(
-        _rows(x, w.numel()), w, b if b is not None else torch.zeros_like(w), eps).reshape(x.shape),
+    "layernorm": lambda s, x, w, b, eps: s.entry.fn(  # normalized dims flattened: one row is w.numel() wide
+        _rows(x, w.numel()), w.reshape(-1), (b if b is not None else torch.zeros_like(w)).reshape(-1),
+        eps).reshape(x.shape),
     "fused_mlp": lambda s, x, g, u, d: s.entry.fn(_rows(x, g.shape[1]), g, u, d).reshape(*x.shape[:-1], d.shape[0]),
     "rotary_embedding": lambda s, x, cos, sin: s.entry.fn(
         x, cos[:x.shape[-2]].to(x.dtype).contiguous(), sin[:x.shape[-2]].to(x.dtype).contiguous()),
@@ -393,7 +397,8 @@ def namespace():
     `autokernel` in the library, `autokernel_<package>` in an exported one, with `_2`, `_3`... when
     another copy of the file already holds that name (a package loaded twice)."""
     if not _NAMESPACE:
-        package = __name__.rpartition(".")[0] or __name__
+        name = globals().get("__name__") or "standalone"  # exec'd with a bare dict (KernelBench's loader): none
+        package = name.rpartition(".")[0] or name
         base = "autokernel" if package == "autokernel.engine" else "autokernel_" + re.sub(r"\W", "_", package)
         ns, n = base, 1
         while hasattr(getattr(torch.ops, ns), "softmax"):
@@ -427,8 +432,8 @@ def _swap_module(name, m, kind, entry, stats, verify):
     elif kind == "layernorm":
         def forward(x, *rest, **kw):
             w, b = m.weight, m.bias
-            if rest or kw or not entry.accepts(x, w) or x.shape[-1] != w.numel() or _needs_grad(x, w, b) \
-                    or (b is not None and b.dtype != w.dtype):
+            if rest or kw or not entry.accepts(x, w) or tuple(x.shape[x.dim() - w.dim():]) != tuple(w.shape) \
+                    or _needs_grad(x, w, b) or (b is not None and b.dtype != w.dtype):
                 _fallback(stats, kind)
                 return original(x, *rest, **kw)
             return site.invoke((x, w, b, float(m.eps)))
@@ -617,3 +622,18 @@ def patch(model, kernels, verify=True):
         model.forward = forward
     model._kernel_patch_stats = stats
     return stats
+
+
+MODULE_KINDS = ("rmsnorm", "layernorm", "fused_mlp", "rotary_embedding")
+
+
+def routed_calls(model, inputs, kinds=MODULE_KINDS + FUNCTION_KINDS):
+    """{kind: how many calls of one forward `model(*inputs)` `patch` would route to a kernel of that kind}.
+
+    The same matcher as `patch` (it is `patch`, with probe entries that run no kernel and answer
+    PyTorch's result), so a planner that searches only kinds counted here never searches a kernel the
+    model cannot use. Patches `model` in place: give it a model that is thrown away after."""
+    stats = patch(model, {k: KernelEntry(k, None) for k in kinds}, verify=False)
+    with torch.no_grad():
+        model(*inputs)
+    return {k: stats.calls[k] for k in kinds}

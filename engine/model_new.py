@@ -24,137 +24,116 @@ from typing import Any
 from .problem_spec import PROBLEM_TARGET
 
 MODEL_NEW_FILE = "model_new.py"
-PATCH_FILE = "_patch.py"
 ATOL = RTOL = 1e-2  # KernelBench's tolerance
 SEED = 42
 CHECK_DONE = "KernelBench check:"  # how the detail of a check that ran to the end begins
 
-_PREAMBLE = """import importlib.util as _ilu
-import os as _os
-import sys as _sys
-from pathlib import Path as _Path
-
-import torch as _torch
-
-if not _torch.cuda.is_available():
-    _os.environ.setdefault("TRITON_INTERPRET", "1")  # before any @triton.jit runs
+# Set before any @triton.jit runs: without a GPU, Triton's kernels run under its interpreter.
+_PREAMBLE = """import os
+import torch
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 """
 
-# Loads the problem file (never copied: KernelBench reads Model and get_inputs from it) and the files beside this one.
-_PROBLEM_LOADER = """
-_HERE = _Path(__file__).resolve().parent
-_TAG = "_model_new_%x_" % (abs(hash(str(_HERE))),)
+# KernelBench's static check reads these docstrings too: no "p-a-s-s" and no "except <word>" in them.
+_KERNELS_DOC = """ModelNew for the KernelBench problem {problem_name}: its Model with the kernels autokernel kept.
 
-
-def _load(path, name):
-    spec = _ilu.spec_from_file_location(_TAG + name, path)
-    module = _ilu.module_from_spec(spec)
-    _sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_sys.path.insert(0, str(_Path(PROBLEM).parent))  # a problem may import helpers that sit beside it
-try:
-    _problem = _load(PROBLEM, "problem")
-finally:
-    _sys.path.remove(str(_Path(PROBLEM).parent))
-Model = _problem.Model
-get_inputs = _problem.get_inputs
-get_init_inputs = getattr(_problem, "get_init_inputs", lambda: [])
+Written by `autokernel kernelbench`; the score was measured from this very file, and it needs nothing
+beside it: the problem's code, each kept kernel ({kernels}) and the patch that routes Model's calls to
+them are all here. Use it the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. Needs torch
+and triton; without a CUDA GPU the Triton kernels run under Triton's interpreter.{note}
 """
+_WHOLE_DOC = """ModelNew for the KernelBench problem {problem_name}: the whole forward rewritten ({candidate}).
 
-_TEMPLATE = '''"""ModelNew for the KernelBench problem {problem_name}: its Model with the kernels autokernel kept.
-
-Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
-way: `ModelNew(*get_init_inputs())(*get_inputs())`. Needs torch and triton (and `_patch.py` and the
-kernel files beside it); without a CUDA GPU the Triton kernels run under Triton's interpreter.{note}
+Written by `autokernel kernelbench`; the score was measured from this very file, and it needs nothing
+beside it. Use it the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())` (Model, get_inputs
+and get_init_inputs are the problem's own). Needs torch and triton; without a CUDA GPU the Triton kernels
+run under Triton's interpreter.
 """
-
-{preamble}
-PROBLEM = {problem!r}
-# kind -> (file beside this one, candidate id, {{dtype: (atol, rtol)}} of the kernel's own check)
-KERNELS = {kernels!r}
-{loader}_patch = _load(_HERE / {patch_file!r}, "patch")
-_TABLE = {{kind: _patch.KernelEntry(kind, _load(_HERE / file, kind).kernel_fn, tolerances=tol)
-          for kind, (file, _candidate, tol) in KERNELS.items()}}
-
+_MODEL_NEW = '''
 
 class ModelNew(Model):
     """The problem's Model; each call that matches a kept kernel's contract runs that kernel instead."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.kernel_stats = _patch.patch(self, _TABLE)
+        self.kernel_stats = {patch}(self, {table}, verify=False)
 '''
-
-# A whole-problem candidate is ModelNew itself: its source verbatim, then the problem's own source verbatim
-# (unless the candidate already carries it, as an Inductor seed does): one self-contained file (issue 25).
-_WHOLE_TEMPLATE = '''{future}"""ModelNew for the KernelBench problem {problem_name}: the whole forward rewritten ({candidate}).
-
-Written by `autokernel kernelbench`; the score was measured from this very file. Use it the KernelBench
-way: `ModelNew(*get_init_inputs())(*get_inputs())` (Model, get_inputs and get_init_inputs are the
-problem's own). Needs torch and triton; without a CUDA GPU the Triton kernels run under Triton's interpreter.
-"""
-
-{preamble}
-# ---- the candidate {candidate}, verbatim ----
-{source}
-
-
-{problem_part}'''
 
 
 # -- parent side ---------------------------------------------------------------------------------------
 def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]) -> Path:
-    """Write `model_new.py` and `_patch.py` into `workdir`, where the kernel files `entries` name
-    ([{kind, candidate_id, path}]) already are; returns the path of `model_new.py`."""
-    from autokernel.kernels import get_spec
-    from autokernel.kernels.spec import DTYPE_NAMES
+    """Write the self-contained `model_new.py` into `workdir` from the problem file and the kernel files
+    `entries` name ([{kind, candidate_id, path}]); returns its path.
 
+    For kept kernels, the file is the problem's code, `kernel_patch.py` and each kernel's source
+    (`engine/standalone.py` keeps their names apart) and a `ModelNew(Model)` that patches itself in
+    `__init__`. The kernels run without the patch's first-call check (`verify=False`): a kernel that
+    disagrees makes ModelNew wrong rather than quietly falling back to PyTorch, as KernelBench requires.
+    """
     from . import kernel_patch
+    from .standalone import Part, combine
 
     workdir = Path(workdir)
+    problem = Path(problem_path).resolve()
     whole = [e for e in entries if e["kind"] == PROBLEM_TARGET]
     if whole:
-        return _write_whole(workdir, Path(problem_path).resolve(), whole[0])
-    kernels = {}
-    for e in entries:
-        try:
-            tolerances = get_spec(e["kind"]).tolerances
-        except ValueError:  # no spec in this build: the patcher's default tolerances
-            tolerances = {}
-        tol = {DTYPE_NAMES[d]: tuple(v) for d, v in tolerances.items() if d in DTYPE_NAMES}
-        kernels[e["kind"]] = (Path(e["path"]).name, e.get("candidate_id"), tol)
-    problem = Path(problem_path).resolve()
-    note = "" if kernels else "\n\nNo kernel was kept for this problem, so ModelNew is the problem's Model unchanged."
-    (workdir / PATCH_FILE).write_text(Path(kernel_patch.__file__).read_text())
+        return _write_whole(workdir, problem, whole[0])
+    patch_part = Part("kernel_patch.py", Path(kernel_patch.__file__).read_text(), prefix="patch_", strip_try=True,
+                      future=False)  # it has no annotation the future import would change
+    kernel_parts = [Part(f"{e['kind']}.py", kernel_source(e), prefix=f"{e['kind']}_", rename=("kernel_fn",))
+                    for e in entries]
+    parts = [Part(problem.name, problem.read_text(errors="replace")), patch_part, *kernel_parts]
+    futures, texts = combine(parts)
+    kinds = [e["kind"] for e in entries]
+    note = "" if entries else "\n\nNo kernel was kept for this problem, so ModelNew is the problem's Model unchanged."
+    doc = _KERNELS_DOC.format(problem_name=problem.stem, kernels=", ".join(
+        f"{e['kind']} {e.get('candidate_id') or ''}".strip() for e in entries) or "none", note=note)
+    sections = [f"# ---- the problem {problem.name} (docstrings and comments left out) ----\n{texts[0]}",
+                "# ---- autokernel's kernel_patch.py: routes Model's calls to the kernels ----\n"
+                "# (the first-call check's exception handling is left out: ModelNew runs with verify=False)\n"
+                + texts[1]]
+    sections += [f"# ---- kernel {k}: candidate {e.get('candidate_id')} ----\n{t}"
+                 for k, e, t in zip(kinds, entries, texts[2:])]
+    entry = patch_part.names["KernelEntry"]
+    table = "{" + ", ".join(f"{k!r}: {entry}({k!r}, {p.names['kernel_fn']})"
+                            for k, p in zip(kinds, kernel_parts)) + "}"
+    body = "\n\n\n".join(sections) + _MODEL_NEW.format(patch=patch_part.names["patch"], table=table)
+    return _write(workdir, doc, futures, body)
+
+
+def _write(workdir: Path, doc: str, futures: list[str], body: str) -> Path:
+    future = f"from __future__ import {', '.join(futures)}\n" if futures else ""
     path = workdir / MODEL_NEW_FILE
-    path.write_text(_TEMPLATE.format(problem_name=problem.stem, problem=str(problem), kernels=kernels,
-                                     patch_file=PATCH_FILE, note=note, preamble=_PREAMBLE, loader=_PROBLEM_LOADER))
+    path.write_text(f'"""{doc}"""\n{future}\n{_PREAMBLE}\n\n{body}')
     return path
+
+
+def kernel_source(entry: dict) -> str:
+    """A kept kernel's source as the standalone file holds it: a CUDA candidate's `.cu` files become
+    strings built with `torch.utils.cpp_extension.load_inline` (engine/cuda_inline.py)."""
+    from .cuda_inline import inline_cuda, uses_cuda_build
+
+    source = Path(entry["path"]).read_text()
+    return inline_cuda(source, entry["path"]) if uses_cuda_build(source) else source
 
 
 def _write_whole(workdir: Path, problem: Path, entry: dict) -> Path:
-    """`model_new.py` = a whole-problem candidate's own file (its `from __future__` lines first, as Python
-    requires), then the problem's own source verbatim unless the candidate carries it: one file, no path loaded."""
+    """`model_new.py` = a whole-problem candidate's own code, then the problem's unless the candidate
+    carries it (as an Inductor seed does): one file, no path loaded."""
     from .kernelbench import _defines_problem
+    from .standalone import Part, combine
 
     source = Path(entry["path"]).read_text()
-    lines = source.splitlines()
-    future = [ln for ln in lines if ln.startswith("from __future__ import")]
-    body = "\n".join(ln for ln in lines if not ln.startswith("from __future__ import")).rstrip()
-    problem_part = ""
-    if not _defines_problem(source):  # an Inductor seed already carries the problem's source
-        plines = problem.read_text(errors="replace").rstrip().splitlines()
-        future += [ln for ln in plines if ln.startswith("from __future__ import") and ln not in future]
-        problem_part = (f"\n\n# ---- the problem {problem.name}, verbatim ----\n"
-                        + "\n".join(ln for ln in plines if not ln.startswith("from __future__ import")) + "\n")
-    path = workdir / MODEL_NEW_FILE
-    path.write_text(_WHOLE_TEMPLATE.format(future="".join(f"{ln}\n" for ln in future), problem_name=problem.stem,
-                                           candidate=entry.get("candidate_id") or "candidate", source=body,
-                                           preamble=_PREAMBLE, problem_part=problem_part))
-    return path
+    parts = [Part(Path(entry["path"]).name, source)]
+    if not _defines_problem(source):
+        parts.append(Part(problem.name, problem.read_text(errors="replace")))
+    futures, texts = combine(parts)
+    candidate = entry.get("candidate_id") or "candidate"
+    body = f"# ---- the candidate {candidate} (docstrings and comments left out) ----\n{texts[0]}"
+    if len(texts) > 1:
+        body += f"\n\n\n# ---- the problem {problem.name} (docstrings and comments left out) ----\n{texts[1]}\n"
+    return _write(workdir, _WHOLE_DOC.format(problem_name=problem.stem, candidate=candidate), futures, body)
 
 
 # -- child side ----------------------------------------------------------------------------------------
@@ -261,11 +240,21 @@ def _check(request: dict) -> dict:
         eager_ms = times["eager"].ms if "eager" in times else 0.0
         model_ms = times["model_new"].ms if "model_new" in times else 0.0
         compile_ms = times["compile"].ms if "compile" in times else None
-    return _result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms)
+    return _result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms,
+                   _static(request))
+
+
+def _static(request: dict) -> list[str]:
+    """KernelBench's static rules on the file (engine/static_check.py): the general ones always, each kept
+    kernel's backend's too (a ModelNew with no kernel is the Model itself: it has no kernel to show)."""
+    from .static_check import static_problems
+
+    backends = sorted({k.get("backend") or "triton" for k in request["kernels"]})
+    return static_problems(Path(request["model_new"]).read_text(), backends)
 
 
 def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: float, problems: list[str],
-            eager_ms: float, model_ms: float, compile_ms: float | None) -> dict:
+            eager_ms: float, model_ms: float, compile_ms: float | None, static: list[str] = ()) -> dict:
     kinds = [k["kind"] for k in request["kernels"]]
     stats = getattr(model_new, "kernel_stats", None)
     replaced = stats.as_list(kinds) if stats is not None else []
@@ -275,7 +264,7 @@ def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: fl
         item["candidate_id"] = next((k.get("candidate_id") for k in request["kernels"] if k["kind"] == item["kind"]), None)
     used = [r["kind"] for r in replaced if r["calls"]]
     meaningful = request["device"] == "cuda"
-    correct = passed == trials
+    correct = passed == trials and not static
     parts = [f"{CHECK_DONE} {passed}/{trials} trials of fresh get_inputs() within atol = rtol = {ATOL}",
              f"ModelNew: {request['model_new']}"]
     if not kinds:
@@ -285,6 +274,8 @@ def _result(request: dict, model_new: Any, passed: int, trials: int, max_err: fl
     mismatched = [f"{r['kind']}: {m}" for r in replaced for m in r["mismatches"]]
     if mismatched:
         parts.append("fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3]))
+    if static:
+        parts.append("KernelBench's static check rejects the file: " + "; ".join(static))
     if not meaningful:
         parts.append("CPU timings under Triton's interpreter are not meaningful; torch.compile not timed")
     return {

@@ -22,6 +22,7 @@ from .errors import UserError
 from .integrate import INTEGRATION_MODES
 from .model_file import check_model_file
 from .problem_spec import PROBLEM_TARGET, problem_brief
+from .routing import mark_routes, routable, routed_calls
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
 from .store import Recorder, Store, StoreWriteError
@@ -260,8 +261,9 @@ class OptimizeSession:
         try:
             if self.state.profile is None:
                 self._profile(device)
-            plan = plan_targets(self.state.profile.rows, cfg.backend,
-                                lambda m: emit(ev.Log(level="info", message=m)), device)
+            plan = routable(plan_targets(self.state.profile.rows, cfg.backend,
+                                         lambda m: emit(ev.Log(level="info", message=m)), device),
+                            self.state.profile.rows, lambda m: emit(ev.Log(level="info", message=m)))
             if not plan and self._whole_problem_allowed() and self._seeded_if_needed(emit, device):
                 plan = [problem_target(self.state.profile.rows, cfg.backend, device)]
                 if self.state.targets.get(PROBLEM_TARGET) is None:
@@ -469,13 +471,18 @@ class OptimizeSession:
         return Path(example_path("llama"))
 
     def _profile(self, device: str) -> None:
+        routes = None
         if self._profiler is not None:
             result = self._profiler(self.config.model_path, device, self.config.size)
         else:
             from .model_loading import load_model
             from .profiling import profile_model
 
-            result = profile_model(load_model(self.config.model_path, device, size=self.config.size))
+            loaded = load_model(self.config.model_path, device, size=self.config.size)
+            result = profile_model(loaded)
+            if self.config.integration == "kernelbench":  # plan only what the patch can route (engine/routing.py)
+                routes = routed_calls(loaded.model, loaded.inputs)
+            del loaded
             if device == "cuda":  # the model is gone: give its memory back to the worker and the integration
                 import gc
 
@@ -483,7 +490,7 @@ class OptimizeSession:
 
                 gc.collect()
                 torch.cuda.empty_cache()
-        rows = [row_dict(r) for r in result.rows]
+        rows = mark_routes([row_dict(r) for r in result.rows], routes)
         self.recorder.emit(ev.ProfileReady(device=result.device, total_ms=float(result.total_ms), rows=rows))
 
     def _integrate(self, device: str) -> None:

@@ -41,3 +41,66 @@ class ModelNew(torch.nn.Module):
 def answer(code: str, title: str) -> str:
     return (f"TIER: 3\nTITLE: {title}\nHYPOTHESIS: a row fits one block; one program scans it and stores its "
             f"total.\nVARIANT: BLOCK=next_pow2(cols)\n```python\n{code}```\n")
+
+
+# KernelBench's two ways of loading a submission, small and faithful: for the Triton backend the text is
+# written to a temporary file in an empty folder and imported from there as a module that is in no
+# sys.modules; for the CUDA backend it is exec'd into a bare dict (no __file__, no __name__). Model and
+# get_inputs come from the problem's own source exec'd the same way; both models are built right after
+# torch.manual_seed(42). Prints one JSON line: the trials that matched and the patch's calls per kernel.
+KB_LOADER = r'''
+import importlib.util, json, os, sys, tempfile
+import torch
+
+backend, problem, submission = sys.argv[1:4]
+reference = {}
+exec(compile(open(problem).read(), "<string>", "exec"), reference)
+code = open(submission).read()
+if backend == "triton":
+    folder = tempfile.mkdtemp()
+    with tempfile.NamedTemporaryFile("w", suffix=".py", dir=folder, delete=False) as f:
+        f.write(code)
+    assert os.listdir(folder) == [os.path.basename(f.name)]
+    spec = importlib.util.spec_from_file_location("temp_module", f.name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ModelNew = module.ModelNew
+else:
+    scope = {}
+    exec(compile(code, "<string>", "exec"), scope)
+    ModelNew = scope["ModelNew"]
+init = reference["get_init_inputs"]()
+torch.manual_seed(42)
+model = reference["Model"](*init)
+torch.manual_seed(42)
+new = ModelNew(*init)
+matched = 0
+for trial in range(2):
+    torch.manual_seed(trial)
+    inputs = reference["get_inputs"]()
+    with torch.no_grad():
+        ref, out = model(*inputs), new(*inputs)
+    ref, out = (ref, out) if isinstance(ref, (tuple, list)) else ((ref,), (out,))
+    matched += len(ref) == len(out) and all(r.shape == o.shape and torch.allclose(o, r, atol=1e-2, rtol=1e-2)
+                                            for r, o in zip(ref, out))
+stats = getattr(new, "kernel_stats", None)
+print(json.dumps({"matched": matched, "trials": 2, "calls": dict(stats.calls) if stats is not None else {}}))
+'''
+
+
+def load_like_kernelbench(problem: Path, submission: Path, backend: str = "triton", cwd: Path | None = None) -> dict:
+    """Run KB_LOADER on `submission` in a fresh process from the empty folder `cwd` (no TRITON_INTERPRET
+    set: the file must set it itself); its JSON answer, or AssertionError with the process's stderr."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["AUTOKERNEL_MODEL_SIZE"] = "small"
+    with tempfile.TemporaryDirectory() as empty:
+        run = subprocess.run([sys.executable, "-c", KB_LOADER, backend, str(problem), str(submission)],
+                             cwd=cwd or empty, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
