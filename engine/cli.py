@@ -17,6 +17,7 @@ from .errors import UserError
 
 COMMANDS = (
     "profile", "check", "bench", "kernels", "optimize", "sessions", "replay", "export", "kernelbench", "extract",
+    "doctor",
 )
 
 

@@ -14,8 +14,10 @@ This module never runs in the engine's process: `engine/worker.py` runs it in a 
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import math
+import re
 import secrets
 import sys
 import traceback
@@ -29,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
-from . import coverage, guards, l2
+from . import coverage, guards, l2, sandbox
 from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -70,20 +72,63 @@ def load_candidate(path: str | Path, module_name: str, entry: str = "kernel_fn")
     except OSError as e:
         raise CandidateError(f"cannot read {path}: {e.strerror or e}") from None
     try:
-        compile(source, str(path), "exec")
+        tree = ast.parse(source, str(path))
+        compile(tree, str(path), "exec")
     except SyntaxError as e:
         raise CandidateError(f"{path.name}: line {e.lineno}: SyntaxError: {e.msg}") from None
+    why = static_refusal(tree)
+    if why:
+        raise CandidateError(f"{path.name}: {why}")
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the candidate's own import-time failure
-        raise CandidateError(f"{path.name}: importing raised {type(e).__name__}: {_first_line(e)}") from None
+        raise CandidateError(f"{path.name}: importing raised {type(e).__name__}: {_first_line(e)}"
+                             f"{sandbox.explain(e)}") from None
     fn = getattr(module, entry, None)
     if not callable(fn):
         raise CandidateError(f"{path.name} defines no {entry}")
     return fn
+
+
+# The first line against a candidate reaching out of its worker (the operating system's layers in
+# `engine/sandbox.py` hold what a source hides): modules for the network or other processes, and os calls
+# that start, replace or signal processes.
+NETWORK_MODULES = frozenset({"socket", "ssl", "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib",
+                             "telnetlib", "xmlrpc", "asyncio"})
+PROCESS_MODULES = frozenset({"subprocess", "multiprocessing", "pty", "pexpect", "sh"})
+OS_PROCESS_CALLS = re.compile(r"^(system|popen|fork|forkpty|exec\w*|spawn\w*|posix_spawnp?|kill|killpg)$")
+_ENV_READS = frozenset({"environ", "environb", "getenv", "getenvb"})
+
+
+def static_refusal(tree: ast.Module) -> str:
+    """'' for a source the static check lets through; else why not, in one line."""
+    env_read = False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                top = name.split(".")[0]
+                if top in NETWORK_MODULES:
+                    return f"imports {name}: a kernel has no use for the network"
+                if top in PROCESS_MODULES:
+                    return f"imports {name}: a kernel may not start processes"
+            if isinstance(node, ast.ImportFrom) and node.module == "os":
+                hit = [a.name for a in node.names if OS_PROCESS_CALLS.match(a.name)]
+                if hit:
+                    return f"imports os.{hit[0]}: a kernel may not start or signal processes"
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
+            if OS_PROCESS_CALLS.match(node.attr):
+                return f"uses os.{node.attr}: a kernel may not start or signal processes"
+            env_read = env_read or node.attr in _ENV_READS
+    if env_read:
+        keys = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                       and sandbox.SECRET.search(n.value) and n.value.isidentifier()})
+        if keys:
+            return f"reads the environment variable {keys[0]}: a kernel has no use for credentials"
+    return ""
 
 
 def bind_candidate(spec: KernelSpec, loaded: Callable[..., Any]) -> Callable[..., Any]:
@@ -495,8 +540,8 @@ def _stage(name: str, body: Callable[[], str], entry: str = "kernel_fn") -> Stag
             raise DeviceFault(f"{type(e).__name__}: {_first_line(e)}") from None
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f" ({Path(f.filename).name}:{f.lineno})" for f in reversed(tb) if "autokernel" not in f.filename), "")
-        return StageOutcome(name, FAIL, f"{entry} raised {type(e).__name__}: {_first_line(e)}{where}",
-                            guards.perf_counter() - t0)
+        return StageOutcome(name, FAIL, f"{entry} raised {type(e).__name__}: {_first_line(e)}{where}"
+                            f"{sandbox.explain(e)}", guards.perf_counter() - t0)
 
 
 class DeviceFault(Exception):

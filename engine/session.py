@@ -36,6 +36,12 @@ DTYPE_ALIASES = {
 }
 
 
+def _sandbox_line(device: str) -> str:
+    from .sandbox import probe, summary
+
+    return summary(probe(device))
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel").expanduser()
 
@@ -255,6 +261,7 @@ class OptimizeSession:
         self._open(device)
         assert self.recorder is not None and self.state is not None
         emit = self.recorder.emit
+        emit(ev.Log(level="info", message=_sandbox_line(device)))  # which protections candidates run under here
         self.control.on_change = lambda action, value: emit(ev.ControlChanged(action=action, value=value))
         status = "completed"
         worker = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
+from . import sandbox
 from .results import CRASH, FAIL, PASS, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
 
 StageCallback = Callable[[str, str, str, float], None]  # (stage, status, detail, seconds)
@@ -76,7 +78,7 @@ class Worker:
             except OSError:
                 pass
         fd, self._stderr_path = tempfile.mkstemp(prefix="autokernel-worker-", suffix=".log")
-        env = dict(os.environ)
+        env = sandbox.child_env()  # no credentials; the compile caches pinned (HOME becomes the scratch folder)
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
         self._proc = subprocess.Popen(
@@ -365,7 +367,8 @@ def _serve(conn: _Duplex, device: str) -> None:
         import torch._dynamo  # noqa: F401
     except Exception:
         pass
-    conn.send(("ready", {"pid": os.getpid(), "device": device}))
+    sandbox.forbid_processes(device)  # the worker's own threads and builds are up: from here, candidates only
+    conn.send(("ready", {"pid": os.getpid(), "device": device, "sandbox": sandbox.summary(sandbox.ACTIVE)}))
     while True:
         try:
             kind, req = conn.recv()
@@ -448,11 +451,16 @@ def main(argv: list[str]) -> None:
     read_fd, write_fd, device = int(argv[0]), int(argv[1]), argv[2]
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
+    # Confined while it has one thread and has imported nothing of torch: what the worker and every later
+    # candidate may reach (network, writable paths) is fixed here; processes are refused after warm-up.
+    scratch = sandbox.make_scratch()
+    sandbox.confine(scratch, device)
     conn = _Duplex(read_fd, write_fd)
     try:
         _serve(conn, device)
     finally:
         conn.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     os._exit(0)  # skip interpreter teardown (CUDA/Triton atexit work is not needed)
 
 
