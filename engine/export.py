@@ -201,6 +201,8 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
             for extra in Path(starter).parent.glob("*.cu*"):
                 shutil.copy(extra, tmp / extra.name)
     (tmp / "_patch.py").write_text(Path(kernel_patch.__file__).read_text())
+    if any("kernel_fn.subgraph = " in c.source for _, c in chosen):  # subgraph kernels: _patch.py imports it
+        (tmp / "subgraph_patch.py").write_text((Path(kernel_patch.__file__).parent / "subgraph_patch.py").read_text())
     (tmp / "__init__.py").write_text(_init_source(pkg, session, chosen, tolerances))
     (tmp / "RESULTS.md").write_text(_results_md(session, state, chosen, left_out, pkg, out))
     (tmp / ".autokernel-export").write_text(json.dumps({"session": session["id"], "kind": MARKER}))

@@ -611,6 +611,8 @@ def patch(model, kernels, verify=True):
     stats = PatchStats(table)
     for name, m, kind in _module_plan(model, table):
         _swap_module(name, m, kind, table[kind], stats, verify)
+    if any(hasattr(e.fn, "subgraph") for e in table.values()):  # subgraph targets: an FX rewrite (subgraph_patch.py)
+        __import__(__package__ + ".subgraph_patch", fromlist=["_"]).patch_subgraphs(model, table, stats, verify, _Site)
     functional = {k: e for k, e in table.items() if k in FUNCTION_KINDS}
     if functional:
         inner = model.forward

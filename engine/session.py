@@ -141,9 +141,11 @@ def dtype_name(value: Any) -> str:
     return DTYPE_ALIASES.get(str(value), str(value)) if value is not None else "fp32"
 
 
-def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], device: str = "cuda") -> list[dict]:
+def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], device: str = "cuda",
+                 others: list[int] | None = None) -> list[dict]:
     """Profile rows (already in Amdahl order) that become targets: one per kernel type with a spec
-    and a starter that can run here (CUDA C++ starters need a GPU)."""
+    and a starter that can run here (CUDA C++ starters need a GPU). Rows of no kernel type are listed
+    in `others` (their indices) when it is given, for subgraph targets; else they are logged as skipped."""
     from autokernel.kernels import available, get_spec
 
     known = set(available())
@@ -153,7 +155,10 @@ def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], dev
         if kind in seen:
             continue
         if kind not in known:
-            unknown.setdefault(kind, []).append(str(row.get("name", kind)))
+            if others is not None:
+                others.append(i)
+            else:
+                unknown.setdefault(kind, []).append(str(row.get("name", kind)))
             continue
         if not row.get("target_shape"):
             log(f"skipping {row.get('name', kind)!s}: the profiler found no target shape")
@@ -199,6 +204,7 @@ class OptimizeSession:
         self.summary: dict[str, Any] = {}
         self.agent: Any = None
         self._seed_path: Path | None = None  # Inductor's seed of a whole problem, when the agent tunes seeds
+        self._subgraphs: dict[str, dict] = {}  # subgraph targets' plan entries (problem, seed), by name
 
     # -- controls (any thread) -------------------------------------------------------------------
     def _control_event(self, action: str, value: str = "") -> None:
@@ -268,9 +274,7 @@ class OptimizeSession:
         try:
             if self.state.profile is None:
                 self._profile(device)
-            plan = routable(plan_targets(self.state.profile.rows, cfg.backend,
-                                         lambda m: emit(ev.Log(level="info", message=m)), device),
-                            self.state.profile.rows, lambda m: emit(ev.Log(level="info", message=m)))
+            plan = self._plan(emit, device)
             if not plan and self._whole_problem_allowed() and self._seeded_if_needed(emit, device):
                 plan = [problem_target(self.state.profile.rows, cfg.backend, device)]
                 if self.state.targets.get(PROBLEM_TARGET) is None:
@@ -299,7 +303,7 @@ class OptimizeSession:
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),
                                     hint=cfg.hint, problem_path=cfg.model_path, size=cfg.size)
-                for p in todo:
+                for p in self._walk(todo, ctx, emit, device):
                     target = self.state.targets.get(p["kind"])
                     if target is None:
                         if ctx.budget_reason():
@@ -310,7 +314,7 @@ class OptimizeSession:
                                               baseline={"profile_row": rows[p["row"]] if rows else None}))
                         target = self.state.targets[p["kind"]]
                     try:
-                        TargetSearch(ctx, target, self._spec_of(target.name)).run()
+                        self._search(ctx, target).run()
                     except (StopLoop, StoreWriteError):
                         raise
                     except Exception as e:  # one target's failure is logged; the others still run
@@ -342,6 +346,57 @@ class OptimizeSession:
                     pass
         self._finish(status, t0)
         return self.summary
+
+    def _plan(self, emit: Callable[[ev.Event], Any], device: str) -> list[dict]:
+        """The targets in Amdahl order: a kernel type's top row the patch can route, and (in an ordinary
+        session, for an agent that tunes seeds) a placeholder where the first row of no kernel type is,
+        which `_walk` turns into subgraph targets (engine/subgraph_targets.py)."""
+        cfg, rows = self.config, self.state.profile.rows
+        log = lambda m: emit(ev.Log(level="info", message=m))  # noqa: E731
+        others: list[int] | None = [] if cfg.integration == "model" and self._tunes_seeds() else None
+        plan = routable(plan_targets(rows, cfg.backend, log, device, others), rows, log)
+        if others:
+            plan = sorted(plan + [{"kind": "", "row": others[0], "others": others}], key=lambda p: p["row"])
+        return plan
+
+    def _walk(self, todo: list[dict], ctx: SearchContext, emit: Callable[[ev.Event], Any], device: str):
+        """`todo` in order, the placeholder of rows of no kind replaced by their subgraph targets when the walk
+        reaches it with budget left (capturing the model and seeding take seconds to minutes on a CPU, so
+        a session whose budget ends earlier pays nothing for them); each is seeded as it is reached."""
+        from . import subgraph_targets
+
+        queue = list(todo)
+        folder = session_dir(self.session_id) / "subgraphs"
+        log = lambda m: emit(ev.Log(level="info", message=m))  # noqa: E731
+        while queue:
+            p = queue.pop(0)
+            if "others" in p:
+                if ctx.budget_reason():
+                    return
+                subs = subgraph_targets.plan_subgraphs(self.config.model_path, device, self.config.size,
+                                                       self.state.profile.rows, p["others"], folder, log, dtype_name)
+                self._subgraphs = {s["kind"]: s for s in subs}
+                fresh = [s for s in subs if self.state.targets.get(s["kind"]) is None
+                         or self.state.targets[s["kind"]].done is None]
+                queue = sorted(queue + fresh, key=lambda e: e["row"])
+                continue
+            sub = self._subgraphs.get(p["kind"])
+            if sub is not None and self.state.targets.get(p["kind"]) is None:
+                if ctx.budget_reason():
+                    return
+                if not subgraph_targets.seed(sub, folder, self.config.size, device, log):
+                    continue
+            yield p
+
+    def _search(self, ctx: SearchContext, target: Any) -> TargetSearch:
+        sub = self._subgraphs.get(target.name)
+        if sub is None:
+            return TargetSearch(ctx, target, self._spec_of(target.name))
+        from .subgraph_targets import SubgraphSearch
+
+        brief = replace(problem_brief(sub["problem"]), name=target.name, starters={"triton": sub["seed"]},
+                        summary=f"nodes {sub['nodes']} of the model as a problem, starting from Inductor's seed")
+        return SubgraphSearch(ctx, target, brief, sub["problem"])
 
     def _whole_problem_allowed(self) -> bool:
         """A KernelBench problem with nothing of a known kernel type is one target for an agent that

@@ -17,14 +17,15 @@ random mask or target would be another problem.
 
 from __future__ import annotations
 
-import math
-import operator
+import pprint
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import fx
+
+from . import subgraph_patch
 
 
 class SubgraphError(ValueError):
@@ -135,16 +136,9 @@ def _run(gm: fx.GraphModule, args: list) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- what a node is
 
-def _is_view(n: fx.Node) -> bool:
-    if n.op == "call_function" and n.target is operator.getitem:
-        return True
-    schema = getattr(n.target, "_schema", None)
-    return bool(schema and schema.returns and schema.returns[0].alias_info is not None
-                and not schema.returns[0].alias_info.is_write)
-
-
-def _is_pointwise(n: fx.Node) -> bool:
-    return torch.Tag.pointwise in getattr(n.target, "tags", ())
+_is_view = subgraph_patch.is_view
+_is_pointwise = subgraph_patch.is_pointwise
+_outputs = subgraph_patch.outputs
 
 
 def _is_compute(n: fx.Node, values: dict[str, Any]) -> bool:
@@ -168,33 +162,6 @@ def _tensor_inputs(n: fx.Node, values: dict[str, Any]) -> list[torch.Tensor]:
 
 
 # ---------------------------------------------------------------- candidates
-
-def _chain(anchor: fx.Node, values: dict[str, Any]) -> list[fx.Node]:
-    """The anchor with its elementwise prologue (producers only it uses) and epilogue (a single-user run
-    of elementwise consumers), views between them included."""
-    members = {anchor}
-    grew = True
-    while grew:  # prologue
-        grew = False
-        for m in list(members):
-            for p in m.all_input_nodes:
-                if p in members or p.op != "call_function" or not (_is_pointwise(p) or _is_view(p)):
-                    continue
-                if all(u in members for u in p.users):
-                    members.add(p)
-                    grew = True
-    tail, run = anchor, []
-    while len(tail.users) == 1:  # epilogue
-        (user,) = tail.users
-        if user.op != "call_function" or not (_is_pointwise(user) or _is_view(user)):
-            break
-        run.append(user)
-        tail = user
-    while run and _is_view(run[-1]):
-        run.pop()  # a chain ends on what it computes
-    members.update(run)
-    return [n for n in anchor.graph.nodes if n in members]
-
 
 def _describe(cap: Capture, nodes: list[fx.Node], anchor: fx.Node) -> Candidate:
     outs = _outputs(nodes)
@@ -225,7 +192,7 @@ def candidates(cap: Capture) -> list[Candidate]:
     for n in sorted(compute, key=_is_pointwise):  # non-elementwise anchors first (a stable sort)
         if _is_pointwise(n) and n in covered:
             continue  # already inside a chain of a non-elementwise anchor
-        chain = _chain(n, cap.values)
+        chain = subgraph_patch.chain(n)
         if not _is_pointwise(n):
             covered.update(chain)
         key = frozenset(chain)
@@ -254,12 +221,6 @@ def find(cands: list[Candidate], name: str) -> Candidate:
 
 
 # ---------------------------------------------------------------- extraction
-
-def _outputs(nodes: list[fx.Node]) -> list[fx.Node]:
-    members = set(nodes)
-    outs = [n for n in nodes if any(u not in members for u in n.users)]
-    return outs or nodes[-1:]
-
 
 def _attr(name: str) -> str:
     return name.replace(".", "_")
@@ -396,6 +357,30 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+# The nodes this problem was cut from, as another capture of the model shows them (operators, shapes, how
+# the chain grew): how a kernel written for this problem is put back into the model (subgraph_patch.py).
+SUBGRAPH = {subgraph}
+_BUILT = {{}}
+
+
+def kernel_fn(*args):
+    """The ModelNew written for this problem on the subgraph's inputs, then the model's own parameters and
+    buffers in SUBGRAPH["attrs"] order (the swapped-in kernel reads the live model, not the saved copy)."""
+    n = len(args) - len(SUBGRAPH["attrs"])
+    model = _BUILT.get("model")
+    if model is None:
+        model = _BUILT["model"] = globals()["ModelNew"]().eval()
+    for attr, value in zip(SUBGRAPH["attrs"], args[n:]):
+        model._parameters.pop(attr, None)
+        model._buffers.pop(attr, None)
+        model.__dict__[attr] = value
+    with torch.no_grad():
+        return model(*args[:n])
+
+
+kernel_fn.subgraph = SUBGRAPH
 '''
 
 
@@ -426,6 +411,9 @@ def write_problem(cap: Capture, cand: Candidate, path: str | Path, model_name: s
             saved[f"input.{a.name}"] = t.clone()
             draws.append(f"_fixed({f'input.{a.name}'!r})")
         values.append(t)
+    nodes = [cap.node(n) for n in cand.nodes]
+    record = subgraph_patch.record(nodes, cap.node(cand.anchor), lambda a: a.name in cap.state, len(nodes) > 1)
+    record["attrs"] = [attr for attr, _ in state]
     sidecar = path.with_suffix(".pt") if saved else None
     forward = "\n".join("    " + line if line.strip() else "" for line in code.src.strip("\n").splitlines())
     source = _FILE.format(
@@ -437,7 +425,8 @@ def write_problem(cap: Capture, cand: Candidate, path: str | Path, model_name: s
         loader=f"_SAVED = torch.load(Path(__file__).with_name({sidecar.name!r}), weights_only=True)\n"
         if sidecar else "_SAVED = {}\n",
         init="\n".join("        " + line for line in init) or "        pass",
-        forward=forward, inputs_table="\n".join(rows), get_inputs=", ".join(draws))
+        forward=forward, inputs_table="\n".join(rows), get_inputs=", ".join(draws),
+        subgraph=pprint.pformat(record, width=100, compact=True, sort_dicts=False))
     compile(source, str(path), "exec")
     path.parent.mkdir(parents=True, exist_ok=True)
     if sidecar:
