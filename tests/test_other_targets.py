@@ -1,0 +1,122 @@
+"""Rows of no kernel type are targets of an ordinary optimize session (issue 17): a model of our own with
+nothing of the nine kinds (GELU + scale + cumsum + scale) optimized headless on the CPU with the offline
+agent ends with that chain as a target, a correct kept kernel of the tool's own, the model integrated with
+it (outputs match, the kernel called), and an exported package that a fresh process imports and uses; a
+kernel that computes something else is refused at its site, so the model's outputs never change."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.store import Store
+
+MODEL = Path(__file__).parent / "data" / "other_targets" / "gelu_cumsum.py"
+
+USE_EXPORT = """
+import sys
+import torch
+sys.path[:0] = [{pkg_dir!r}, {model_dir!r}]
+import {pkg} as pkg
+import gelu_cumsum
+torch.manual_seed(0)
+model = gelu_cumsum.Model().eval()
+x = torch.randn(16, 32)
+with torch.no_grad():
+    want = model(x)
+    stats = pkg.patch(model)
+    got = model(x)
+    again = model(torch.randn(16, 32))
+counts = stats.as_list(list(pkg.KERNELS))
+print(json.dumps({{"close": bool(torch.allclose(got, want, atol=1e-5, rtol=1e-5)), "counts": counts}}))
+"""
+
+
+def _cli(args: list[str], env: dict, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autokernel.engine.cli", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _use_export(package: Path, env: dict) -> dict:
+    code = "import json\n" + USE_EXPORT.format(pkg_dir=str(package.parent), model_dir=str(MODEL.parent),
+                                               pkg=package.name)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def optimized(tmp_path_factory):
+    """One headless session on the model (the offline agent, two experiments) and its export."""
+    tmp = tmp_path_factory.mktemp("other_targets")
+    env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp / "cache"))
+    db = tmp / "sessions.db"
+    run = _cli(["optimize", str(MODEL), "--headless", "--device", "cpu", "--max-experiments", "2", "--db", str(db)],
+               env)
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    store = Store(db)
+    sid = store.session("latest", kind="optimize")["id"]
+    events = [e for _, e in store.events(sid)]
+    package = tmp / "gelu_kernels"
+    exported = _cli(["export", sid, "-o", str(package), "--db", str(db)], env, timeout=300)
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    return events, package, env, run.stdout
+
+
+def test_the_chain_of_no_kernel_type_is_a_target_with_a_kept_kernel(optimized):
+    events, _, _, stdout = optimized
+    assert "no kernel spec" not in stdout
+    started = [e for e in events if isinstance(e, ev.TargetStarted)]
+    assert [t.target for t in started] == ["sub_gelu_mul_cumsum_mul"], stdout[-2000:]
+    profile = next(e for e in events if isinstance(e, ev.ProfileReady))
+    assert profile.rows[started[0].row]["kind"] == "other"
+    written = {e.candidate_id: e for e in events if isinstance(e, ev.CandidateWritten)}
+    kept = [e for e in events if isinstance(e, ev.Decision) and e.decision == "kept"]
+    assert kept and all(written[d.candidate_id].target == "sub_gelu_mul_cumsum_mul" for d in kept)
+    starter = written[kept[0].candidate_id]
+    assert starter.label == "Inductor seed" and "@triton.jit" in starter.source and starter.params
+    stages = [e for e in events if isinstance(e, ev.StageResult) and e.candidate_id == starter.candidate_id
+              and e.status not in ("running", "pending")]
+    assert stages and all(s.status in ("pass", "skipped") for s in stages)
+    done = next(e for e in events if isinstance(e, ev.TargetDone))
+    assert done.best_candidate_id in {d.candidate_id for d in kept}
+
+
+def test_the_model_runs_the_kernel_and_its_outputs_match(optimized):
+    events, _, _, _ = optimized
+    result = next(e for e in events if isinstance(e, ev.IntegrationResult))
+    assert result.correct, result.detail
+    (swapped,) = result.replaced
+    assert swapped["kind"] == "sub_gelu_mul_cumsum_mul" and swapped["calls"] >= 1 and not swapped["mismatches"]
+    assert "kernels used: sub_gelu_mul_cumsum_mul" in result.detail
+
+
+def test_the_export_is_importable_and_patches_a_fresh_model(optimized):
+    _, package, env, _ = optimized
+    assert (package / "subgraph_patch.py").exists()
+    used = _use_export(package, env)
+    assert used["close"]
+    (count,) = used["counts"]
+    assert count["calls"] >= 2 and not count["mismatches"]  # the kernel ran, at both inputs
+
+
+def test_a_kernel_that_computes_something_else_is_refused_at_its_site(optimized, tmp_path):
+    _, package, env, _ = optimized
+    broken = tmp_path / "broken_kernels"
+    subprocess.run(["cp", "-r", str(package), str(broken)], check=True)
+    kernel = broken / "sub_gelu_mul_cumsum_mul.py"
+    source = kernel.read_text()
+    wrong = re.sub(r"tl\.store\(([^,]+), (\w+),", r"tl.store(\1, \2 * 2.0 + 1.0,", source, count=1)
+    assert wrong != source
+    kernel.write_text(wrong)
+    used = _use_export(broken, env)
+    assert used["close"]  # the model's outputs are PyTorch's where the kernel disagrees
+    (count,) = used["counts"]
+    assert count["mismatches"] and count["calls"] == 0
