@@ -21,4 +21,4 @@ else
     CONSTRAINTS+=(-c "$CPU_PINS")
   fi
 fi
-"$PY" -m pip install "${CONSTRAINTS[@]}" -e '.[dev]'
+"$PY" -m pip install "${CONSTRAINTS[@]}" -e '.[dev,ray]'

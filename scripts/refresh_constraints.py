@@ -1,5 +1,5 @@
 """Write constraints.txt from the versions installed now: the closure of the project's own dependencies
-(dev extras included), less torch, triton and torch's own requirements, which each machine keeps.
+(every extra included: dev, ray), less torch, triton and torch's own requirements, which each machine keeps.
 
 Run it after `./install.sh` with newer versions and a green `python3 -m pytest`:
     python3 scripts/refresh_constraints.py > constraints.txt.new && mv constraints.txt.new constraints.txt
@@ -46,7 +46,8 @@ def closure(roots: list[str]) -> dict[str, str]:
 
 def main() -> int:
     project = tomllib.loads((HEADER.parent / "pyproject.toml").read_text())["project"]
-    roots = [Requirement(r).name for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    extras = [r for group in project["optional-dependencies"].values() for r in group]
+    roots = [Requirement(r).name for r in project["dependencies"] + extras]
     header = [line for line in HEADER.read_text().splitlines() if line.startswith("#")] if HEADER.exists() else []
     for line in header + [f"{n}=={v}" for n, v in sorted(closure(roots).items())]:
         print(line)
