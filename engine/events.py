@@ -136,6 +136,8 @@ class StageResult(Event):
     detail: str = ""
     seconds: float = 0.0
     dtypes: list = field(default_factory=list)  # screened in these dtypes only; empty: every dtype of the spec
+    worker: str = ""  # the worker that ran it (its label: "cpu", "gpu3", "ray:host/gpu1"); "" if not known
+    worker_device: str = ""  # the device that worker owns ("cuda:3", "cpu")
 
 
 @dataclass
@@ -162,6 +164,8 @@ class BenchResult(Event):
     # how the times were taken when not by the CUDA events alone (`fair_timing.timing_line`), e.g.
     # "launch-bound: wall clock 0.104 ms vs eager 0.06 ms wall (events 0.029 vs 0.058)"; "" otherwise
     timing: str = ""
+    worker: str = ""  # the worker that timed it, and its device (as in StageResult)
+    worker_device: str = ""
 
 
 @dataclass

@@ -298,6 +298,8 @@ class BatchConfig:
     size: str | None = None  # small | large, for problem files that read AUTOKERNEL_MODEL_SIZE
     api_base: str | None = None
     command: str = ""  # how the batch was started, kept with its score
+    workers: str | int | None = None  # --workers and --ray of each problem's session (engine/pool.py)
+    ray: str | None = None
 
 
 class KernelBenchBatch:
@@ -457,7 +459,7 @@ class KernelBenchBatch:
         cfg = self.config
         config = SessionConfig(model_path=str(problem.path), device=cfg.device, agent=cfg.agent,
                                max_experiments=cfg.max_experiments, size=cfg.size, api_base=cfg.api_base,
-                               integration="kernelbench", resume=self.sessions.get(i))
+                               integration="kernelbench", resume=self.sessions.get(i), workers=cfg.workers, ray=cfg.ray)
         listeners = [self._linker(i, problem), *self.listeners]
         if self.session_factory is not None:
             return self.session_factory(config, self.store, listeners)

@@ -2,7 +2,9 @@
 
 Round after round the best few kernels of the pool are the seeds; the agent proposes ideas for each
 seed, every variant of an idea is one experiment (written, checked in five stages, timed if it
-passed, then kept or discarded). A candidate is better only if it beats the best by more than the
+passed, then kept or discarded). An experiment is a generator that yields each call it needs of a
+worker (`pool.Call`), so a pool of workers runs a round's variants side by side while this thread
+alone emits their events. A candidate is better only if it beats the best by more than the
 noise margin; in `ask` mode it waits for the person first. The target ends on a plateau, when the
 agent has nothing new, when a budget runs out, or when the person skips it. Every step is an event
 and the loop reads its state back from the fold of those events (`search_state`), so a resumed
@@ -16,7 +18,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generator, Iterator
 
 from . import events as ev
 from .agents.base import AgentContext, Idea, Variant
@@ -24,6 +26,7 @@ from .agents.seed_moves import seed_knobs
 from .control import LoopControl
 from .fair_timing import timing_line
 from .fit import no_fit
+from .pool import Call, Experiment, WorkerPool, device_of, label_of
 from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
@@ -64,7 +67,7 @@ class SearchContext:
     emit: Callable[[ev.Event], ev.Event]
     agent: Any
     agent_name: str
-    worker: Any
+    worker: Any  # a WorkerPool, or one Worker-like object (made a pool of one)
     control: LoopControl
     limits: SearchLimits
     device: str
@@ -75,6 +78,10 @@ class SearchContext:
     problem_path: str | None = None  # the model/problem file: what a whole-problem target's ModelNew replaces
     size: str | None = None  # the size the problem was profiled at (the worker builds it the same)
     _seen_usage: tuple[int, int, float] = (0, 0, 0.0)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.worker, WorkerPool):
+            self.worker = WorkerPool(self.worker)
 
     def budget_reason(self) -> str | None:
         """Why the session's budget is spent, or None while it is not."""
@@ -140,14 +147,18 @@ class TargetSearch:
     def run(self) -> str:
         """Returns the TargetDone reason (after emitting it), or raises StopLoop."""
         t, ctx = self.t, self.ctx
-        for c in t.unfinished():  # written before a crash or a stop: finish them first
-            self._check_controls()
-            self._evaluate(c)
+
+        def unfinished() -> Iterator[Experiment]:  # written before a crash or a stop: finish them first
+            for c in t.unfinished():
+                self._check_controls()
+                yield self._evaluate(c)
+
+        self._drive(unfinished())
         if t.starter is None and (not self.whole_problem or self.starter_path is not None):
             reason = self._check_controls(budget=True)
             if reason:
                 return reason
-            self._run_starter()
+            self._drive(iter([self._run_starter()]))
         starter = t.starter
         if starter is not None and not starter.passed:
             fit = no_fit(starter.failure, ctx.device)
@@ -173,13 +184,30 @@ class TargetSearch:
             if not queue:
                 return self._done("exhausted", "the agent failed repeatedly" if self._agent_failed
                                   else "the agent has no new ideas for this target")
-            for idea, variant, parent in queue:
-                reason = self._check_controls(budget=True)
-                if reason:
-                    return reason
-                if t.since_improvement >= ctx.limits.plateau or self._at_ceiling():
-                    break
-                self._experiment(idea, variant, parent)
+            halted: list[tuple[str, str]] = []
+
+            def variants() -> Iterator[Experiment]:  # pulled whenever a worker is free
+                for idea, variant, parent in queue:
+                    why = self._halt(budget=True)
+                    if why:
+                        halted.append(why)
+                        return
+                    if t.since_improvement >= ctx.limits.plateau or self._at_ceiling():
+                        return
+                    yield self._experiment(idea, variant, parent)
+
+            self._drive(variants())
+            if halted:  # the target ends once the experiments under way have been decided
+                return self._done(*halted[0])
+
+    def _drive(self, experiments: Iterator[Experiment]) -> None:
+        """Run experiments on the pool's workers; a pause keeps new ones from starting."""
+        self.ctx.worker.run(experiments, hold=lambda: self.ctx.control.paused or self.ctx.control.stop_requested)
+
+    def _where(self) -> dict[str, str]:
+        """The worker running the experiment being advanced, for the events it emits."""
+        w = self.ctx.worker.current
+        return {"worker": label_of(w), "worker_device": device_of(w)}
 
     def _at_ceiling(self) -> float:
         """The best's fraction of the ceiling when it has reached `stop_at_ceiling` on a GPU, else 0."""
@@ -190,16 +218,21 @@ class TargetSearch:
 
     def _check_controls(self, budget: bool = False) -> str | None:
         """Pause, stop, skip and budgets, looked at between experiments."""
+        why = self._halt(budget)
+        return self._done(*why) if why else None
+
+    def _halt(self, budget: bool = False) -> tuple[str, str] | None:
+        """Why the target ends now (TargetDone's reason and message, not emitted yet), after any pause."""
         ctl = self.ctx.control
         ctl.wait_while_paused()
         if ctl.stop_requested:
             raise StopLoop()
         if ctl.take_skip():
-            return self._done("skipped", "skipped by the person")
+            return "skipped", "skipped by the person"
         if budget:
             why = self.ctx.budget_reason()
             if why:
-                return self._done("budget", why)
+                return "budget", why
         return None
 
     def _done(self, reason: str, message: str) -> str:
@@ -286,7 +319,7 @@ class TargetSearch:
         n = self.ctx.state.experiments + 1
         return n, f"{self.t.name}-{n:04d}"
 
-    def _run_starter(self) -> None:
+    def _run_starter(self) -> Experiment:
         if self.starter_path is None:
             raise RuntimeError(f"kernel {self.t.name} has no {self.t.backend} starter")
         source = self.starter_path.read_text()
@@ -296,9 +329,9 @@ class TargetSearch:
         self.ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id="", experiment=n, target=self.t.name,
                                           backend=self.t.backend, label="starter" if not params else "Inductor seed",
                                           parent_id=None, source=source, diff="", params=params))
-        self._evaluate(self.t.candidates[cid])
+        yield from self._evaluate(self.t.candidates[cid])
 
-    def _experiment(self, slot: dict, variant: Variant, parent: CandidateRecord) -> None:
+    def _experiment(self, slot: dict, variant: Variant, parent: CandidateRecord) -> Experiment:
         ctx, t = self.ctx, self.t
         idea: Idea = slot["idea"]
         if slot["id"] is None:  # an idea is recorded when its first variant runs
@@ -314,24 +347,24 @@ class TargetSearch:
                                      backend=t.backend, label=variant.label or idea.title,
                                      parent_id=parent.candidate_id, source=variant.source, diff=diff,
                                      params=dict(variant.params or {})))
-        self._evaluate(t.candidates[cid])
+        yield from self._evaluate(t.candidates[cid])
 
-    def _evaluate(self, c: CandidateRecord) -> None:
+    def _evaluate(self, c: CandidateRecord) -> Experiment:
         """Check in five stages, time if it passed, then decide; resumes a half-done experiment."""
         ctx, t = self.ctx, self.t
         path = candidate_path(ctx.workdir, c, self.starter_path)
         if c.bench is None:
             failed_stage = any(st not in ("pass", "running", "pending") for st, _ in c.stages.values())
             if not c.passed and not failed_stage:
-                self._check(c, path, dtypes=self._screen_dtypes(c))
+                yield from self._check(c, path, dtypes=self._screen_dtypes(c))
             if not c.passed:
                 ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
                                      reason=c.failure or "did not pass every stage"))
                 return
-            self._bench(c, path)
+            yield from self._bench(c, path)
             if c.bench is None:
                 return
-        self._decide(c)
+        yield from self._decide(c)
 
     def _screen_dtypes(self, c: CandidateRecord) -> list[str]:
         """The dtypes a new candidate is first checked in: only the target's, once a best exists.
@@ -348,11 +381,11 @@ class TargetSearch:
         names = [DTYPE_NAMES.get(d) for d in dtypes]
         return [self.t.dtype] if self.t.dtype in names else []
 
-    def _full_check(self, c: CandidateRecord) -> bool:
+    def _full_check(self, c: CandidateRecord) -> Generator[Call, Any, bool]:
         """Check a screened candidate in every dtype before it is kept; False (decided: failed) if it fails."""
         if c.fully_checked:
             return True
-        self._check(c, candidate_path(self.ctx.workdir, c, self.starter_path), dtypes=[])
+        yield from self._check(c, candidate_path(self.ctx.workdir, c, self.starter_path), dtypes=[])
         if c.passed:
             return True
         self.ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=self.t.name, decision="failed",
@@ -360,14 +393,15 @@ class TargetSearch:
                                          f"{c.failure or 'did not pass every stage'}"))
         return False
 
-    def _check(self, c: CandidateRecord, path: Path, dtypes: list[str] | None = None) -> None:
+    def _check(self, c: CandidateRecord, path: Path, dtypes: list[str] | None = None) -> Experiment:
         ctx, t = self.ctx, self.t
         reported: set[str] = set()
         screened = list(dtypes or [])
 
         def stage_result(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
             ctx.emit(ev.StageResult(candidate_id=c.candidate_id, stage=stage, status=status,
-                                    detail=str(detail or ""), seconds=float(seconds or 0.0), dtypes=screened))
+                                    detail=str(detail or ""), seconds=float(seconds or 0.0), dtypes=screened,
+                                    **self._where()))
 
         def on_stage(stage: str, status: str, detail: str = "", seconds: float = 0.0) -> None:
             ctx.control.drain()
@@ -376,9 +410,9 @@ class TargetSearch:
             stage_result(stage, status, detail, seconds)
 
         try:
-            report = ctx.worker.check(str(path), kernel=t.name, backend=t.backend, on_stage=on_stage,
-                                      extra_shapes=[dict(t.shape)] if t.shape else None,
-                                      dtypes=screened or None, **self._problem_args())
+            report = yield Call("check", (str(path),), dict(
+                kernel=t.name, backend=t.backend, on_stage=on_stage, extra_shapes=[dict(t.shape)] if t.shape else None,
+                dtypes=screened or None, **self._problem_args()))
         except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
             for s in STAGES:
                 if s not in reported:
@@ -399,11 +433,11 @@ class TargetSearch:
         if not report.passed and c.passed:  # the report disagrees with the stages: trust the report
             stage_result(STAGES[-1], "fail", report.error or "the harness did not pass this candidate")
 
-    def _bench(self, c: CandidateRecord, path: Path) -> None:
+    def _bench(self, c: CandidateRecord, path: Path) -> Experiment:
         ctx, t = self.ctx, self.t
         try:
-            records = ctx.worker.bench(str(path), kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend,
-                                       **self._problem_args())
+            records = yield Call("bench", (str(path),), dict(kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype,
+                                                              backend=t.backend, **self._problem_args()))
         except Exception as e:
             ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
@@ -421,9 +455,9 @@ class TargetSearch:
             device_name=r.device_name, kernel_ms=r.kernel_ms, eager_ms=r.eager_ms, compile_ms=r.compile_ms,
             metric=r.metric, achieved=r.achieved, ceiling=r.ceiling, fraction_of_ceiling=r.fraction_of_ceiling,
             speedup_eager=r.speedup_eager, speedup_compile=r.speedup_compile, meaningful=r.meaningful,
-            copy_gbs=r.copy_gbs, timing=timing_line(r)))
+            copy_gbs=r.copy_gbs, timing=timing_line(r), **self._where()))
 
-    def _time_best_again(self, best: CandidateRecord) -> None:
+    def _time_best_again(self, best: CandidateRecord) -> Experiment:
         """Time the best again, now, when a candidate seems to beat it (GPU timings only).
 
         The best was timed experiments ago; if that look was slow (seen on the H100: a starter timed at
@@ -433,9 +467,8 @@ class TargetSearch:
         ctx, t = self.ctx, self.t
         was = best.kernel_ms
         try:
-            records = ctx.worker.bench(str(candidate_path(ctx.workdir, best, self.starter_path)), kernel=t.name,
-                                       shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend,
-                                       **self._problem_args())
+            records = yield Call("bench", (str(candidate_path(ctx.workdir, best, self.starter_path)),), dict(
+                kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend, **self._problem_args()))
         except Exception as e:  # the candidate is then judged against the recorded time, as before
             ctx.emit(ev.ErrorEvent(where="bench", message=f"timing the best ({best.candidate_id}) again: "
                                                           f"{type(e).__name__}: {e}"))
@@ -448,7 +481,7 @@ class TargetSearch:
         ctx.emit(ev.Log(level="info", message=f"the best ({best.candidate_id}) timed again: {now:.4g} ms "
                                               f"(recorded {was:.4g} ms{'; the new time stands' if now < was else ''})"))
 
-    def _decide(self, c: CandidateRecord) -> None:
+    def _decide(self, c: CandidateRecord) -> Experiment:
         ctx, t = self.ctx, self.t
         best = t.best
         ms = c.kernel_ms
@@ -461,7 +494,7 @@ class TargetSearch:
         limit = best.kernel_ms * (1.0 - ctx.limits.noise_margin)
         recorded = best.kernel_ms
         if ms < limit and (c.bench or {}).get("meaningful"):
-            self._time_best_again(best)
+            yield from self._time_best_again(best)
             limit = best.kernel_ms * (1.0 - ctx.limits.noise_margin)
         if ms >= limit:
             again = f", timed again now; recorded {recorded:.4g} ms" if best.kernel_ms != recorded else ""
@@ -469,7 +502,7 @@ class TargetSearch:
                                  reason=f"{ms:.4g} ms is not faster than the best ({best.kernel_ms:.4g} ms{again}) "
                                         f"by more than {ctx.limits.noise_margin:.0%}{label}"))
             return
-        if not self._full_check(c):
+        if not (yield from self._full_check(c)):
             return
         gain = best.kernel_ms / ms
         why = f"{ms:.4g} ms vs best {best.kernel_ms:.4g} ms ({gain:.2f}x){label}"

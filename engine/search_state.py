@@ -43,6 +43,8 @@ class CandidateRecord:
     written_ts: float = 0.0  # when it was written, and when decided: an experiment's wall time
     decided_ts: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)  # stage -> seconds, summed over its checks
+    worker: str = ""  # the worker that last ran it (StageResult/BenchResult), and that worker's device
+    worker_device: str = ""
 
     @property
     def is_starter(self) -> bool:
@@ -190,10 +192,12 @@ class SearchState:
                 if e.status != "running":
                     c.stage_seconds[e.stage] = c.stage_seconds.get(e.stage, 0.0) + float(e.seconds or 0.0)
                 c.stage_dtypes[e.stage] = tuple(e.dtypes or ())
+                c.worker, c.worker_device = e.worker or c.worker, e.worker_device or c.worker_device
         elif isinstance(e, ev.BenchResult):
             c = self.candidate(e.candidate_id)
             if c is not None:
                 c.bench = e.payload()
+                c.worker, c.worker_device = e.worker or c.worker, e.worker_device or c.worker_device
         elif isinstance(e, ev.AwaitingApproval):
             c = self.candidate(e.candidate_id)
             if c is not None:
@@ -291,7 +295,18 @@ class SearchState:
             "integration": integ,
             "model_vs_compile": model_vs_compile(self.integration),
             "experiment_seconds": self.experiment_seconds(),
+            "workers": self.workers(),
         }
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Each worker that ran an experiment: its device and how many it decided, in order of first use."""
+        out: dict[str, dict[str, Any]] = {}
+        for t in self.targets.values():
+            for c in sorted(t.candidates.values(), key=lambda c: c.experiment):
+                if c.worker and c.decision:
+                    w = out.setdefault(c.worker, {"worker": c.worker, "device": c.worker_device, "experiments": 0})
+                    w["experiments"] += 1
+        return list(out.values())
 
     def experiment_seconds(self) -> dict[str, Any] | None:
         """Wall time per experiment (written to decided), median and slowest, and each stage's median.

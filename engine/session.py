@@ -77,6 +77,8 @@ class SessionConfig:
     # An OpenAI-compatible server for the LLM agent. Stored only without user:password and query (where keys
     # ride), to name it when a resume forgets it: the agent would otherwise ask the provider's default server.
     api_base: str | None = None
+    workers: str | int | None = None  # N | auto (None): one worker per visible GPU, 1 on the CPU (engine/pool.py)
+    ray: str | None = None  # a Ray address (auto, local, ray://...): the workers are Ray actors there
 
     def limits(self) -> SearchLimits:
         return SearchLimits(max_experiments=self.max_experiments, budget_s=self.budget_s,
@@ -293,12 +295,11 @@ class OptimizeSession:
                     agent.on_note = lambda line: emit(ev.Log(level="info", message=f"agent: {line}"))
                 if self.control.stop_requested:
                     raise StopLoop()
-                if self._worker is not None:
-                    worker = self._worker
-                else:
-                    from .worker import Worker
+                from .pool import WorkerPool, make_workers
 
-                    worker = Worker(device=device)
+                worker = WorkerPool(self._worker if self._worker is not None
+                                    else make_workers(device, cfg.workers, cfg.ray),
+                                    log=lambda m: emit(ev.Log(level="warning", message=m)))
                 ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),

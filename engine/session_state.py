@@ -16,6 +16,7 @@ from typing import Any, Iterable, NamedTuple
 from . import events as ev
 from .fit import NO_FIT
 from .results import STAGES
+from .worker_board import WorkerBoard
 
 LOG_LINES = 500
 TERMINAL_STAGE = ("pass", "fail", "crash", "timeout", "skipped")
@@ -277,6 +278,7 @@ class SessionState:
         self.n_events = 0
         self.log: deque[LogLine] = deque(maxlen=log_lines)
         self._bench_of: dict[str, tuple] = {}  # timings of candidates not decided yet
+        self.workers = WorkerBoard()  # which worker runs what (a pool's; engine/worker_board.py)
 
     # -- copying (replay checkpoints) --------------------------------------------------------------
     def copy(self) -> "SessionState":
@@ -289,6 +291,7 @@ class SessionState:
         s.candidate = self.candidate.copy() if self.candidate else None
         s.log = deque(self.log, maxlen=self.log.maxlen)
         s._bench_of = dict(self._bench_of)
+        s.workers = self.workers.copy()
         return s
 
     # -- derived -----------------------------------------------------------------------------------
@@ -333,6 +336,7 @@ class SessionState:
         handler = _HANDLERS.get(type(e))
         if handler is not None:
             handler(self, e)
+        self.workers.apply(e)
         line = describe(e)
         if line is not None:
             self.log.append(LogLine(e.ts, line[0], line[1]))

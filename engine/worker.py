@@ -54,9 +54,14 @@ class Worker:
     """The engine's handle on one worker process (see the module docstring)."""
 
     def __init__(self, device: str = "cpu", stage_timeout: float | None = None, load_timeout: float | None = None,
-                 start_timeout: float = 180.0):
+                 start_timeout: float = 180.0, visible_device: str | None = None, label: str | None = None):
+        """`visible_device` (a CUDA device index) is the one GPU the process sees (`CUDA_VISIBLE_DEVICES`), so
+        a pool of workers gives each its own device and no two time on one GPU."""
         self.device = device
-        self.label = device  # what the TUI, the log and the store call this worker ("gpu0", "ray:host/gpu1")
+        self.visible_device = visible_device
+        # the device it owns, as the store records it: "cuda:3" is the host's GPU 3, whatever the child calls it
+        self.device_id = f"{device}:{visible_device}" if visible_device is not None else device
+        self.label = label or device  # what the TUI, the log and the store call this worker ("gpu0", "ray:host/gpu1")
         self.stage_timeout = stage_timeout or _default_stage_timeout(device)
         # Building a CUDA extension or autotuning a Triton kernel on first call can take minutes.
         self.load_timeout = load_timeout or max(self.stage_timeout, 600.0 if device == "cuda" else 120.0)
@@ -81,6 +86,8 @@ class Worker:
         env = sandbox.child_env()  # no credentials; the compile caches pinned (HOME becomes the scratch folder)
         if self.device == "cpu":
             env["TRITON_INTERPRET"] = "1"
+        if self.visible_device is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.visible_device)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "autokernel.engine.worker", str(child_r), str(child_w), self.device],
             pass_fds=(child_r, child_w), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env,

@@ -23,6 +23,26 @@ def add_device_flag(p: argparse.ArgumentParser) -> None:
                    help="where kernels run (default: cuda if torch sees a GPU, else cpu with Triton's interpreter)")
 
 
+def add_workers_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", default="auto", metavar="N|auto",
+                   help="experiments run side by side, each worker on its own GPU (auto: one per visible GPU; "
+                        "on the CPU, 1 unless N asks for more interpreter workers)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run the workers as Ray actors (auto, local, or a cluster's address; one per GPU): "
+                        "pip install 'autokernel-tui[ray]'")
+
+
+def check_workers(args: argparse.Namespace, device: str | None) -> None:
+    """A bad --workers fails in one line before anything runs (the pool is made later, when a target starts)."""
+    from ..devices import resolve_device
+    from ..pool import worker_count
+
+    if getattr(args, "ray", None) is not None or (device is None and getattr(args, "resume", None)):
+        worker_count(args.workers, "cpu")  # the number alone: Ray's GPUs, or a resume's stored device, come later
+    else:
+        worker_count(args.workers, resolve_device(device))
+
+
 def add_json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
 

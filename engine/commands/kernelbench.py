@@ -17,7 +17,8 @@ import sys
 from typing import Any, TextIO
 
 from ..errors import UserError
-from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json
+from .common import (BackgroundRun, add_db_flag, add_device_flag, add_json_flag, add_workers_flags, check_workers,
+                     open_store, print_json)
 
 HELP = ("score the tool on KernelBench-form problems: optimize each, check its ModelNew the KernelBench way, "
         "time it against eager and torch.compile, report fast_p")
@@ -50,6 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="for problem files that read AUTOKERNEL_MODEL_SIZE (default: large on cuda, small on cpu)")
     p.add_argument("--verbose", "-v", action="store_true", help="print every experiment of every problem (stderr)")
     add_device_flag(p)
+    add_workers_flags(p)
     add_db_flag(p)
     add_json_flag(p)
 
@@ -180,8 +182,10 @@ def _new_batch(args: argparse.Namespace) -> tuple[Any, int]:
     if ignored:
         print(f"ignoring {len(ignored)} .py file(s) that define no Model and get_inputs(): "
               + ", ".join(f.name for f in ignored[:5]) + (" ..." if len(ignored) > 5 else ""), file=sys.stderr)
+    check_workers(args, device)
     config = BatchConfig(device=device, agent=agent, max_experiments=per_problem,
-                         size=args.size, api_base=args.api_base, command=_command_line())
+                         size=args.size, api_base=args.api_base, command=_command_line(),
+                         workers=args.workers, ray=args.ray)
     n = len(problems)
     return KernelBenchBatch(problems, config, open_store(args), listeners=_listeners(args), **_progress(n)), n
 
@@ -198,6 +202,8 @@ def _resumed_batch(args: argparse.Namespace) -> tuple[Any, int]:
     store = open_store(args)
     stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
     resolve_device(stored.config.device)  # a cuda batch on a machine without one fails here
+    check_workers(args, stored.config.device)
+    stored.config.workers, stored.config.ray = args.workers, args.ray  # how it runs now: not part of the batch
     make_agent(stored.config.agent, args.api_base)
     n = len(stored.problems)
     cut = ", ".join(f"{stored.problems[i].name} resumes from session {sid}" for i, sid in stored.to_resume.items())

@@ -20,7 +20,9 @@ from ..errors import UserError
 from ..fit import NO_FIT
 from ..results import STAGES
 from ..session_state import compiled_headline
-from .common import BackgroundRun, add_db_flag, add_device_flag, add_json_flag, open_store, print_json, resolve_model_path
+from ..worker_board import WorkerBoard
+from .common import (BackgroundRun, add_db_flag, add_device_flag, add_json_flag, add_workers_flags, check_workers,
+                     open_store, print_json, resolve_model_path)
 
 HELP = "run the optimize loop headless: profile, search kernels per bottleneck, integrate (see also the TUI)"
 
@@ -67,22 +69,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a target whose best reaches FRACTION of the GPU's measured ceiling is done (default 0.95; 0: never)")
     p.add_argument("--resume", default=None, metavar="SESSION", help="continue a stopped or crashed session (or give a finished one more budget)")
     p.add_argument("--no-integrate", action="store_true", help="skip swapping the kernels into the model at the end")
+    add_workers_flags(p)
     add_db_flag(p)
     add_json_flag(p)
 
 
 class HeadlessPrinter:
-    """Turns events into one line per experiment (plus targets, integration, errors)."""
+    """Turns events into one line per experiment (plus targets, integration, errors). With a pool of workers
+    each experiment's line names its worker, and a workers line (device, what each runs, experiments done
+    and per hour) follows a target's end, the session's, and a decision once a minute."""
+
+    WORKERS_EVERY_S = 60.0
 
     def __init__(self, out: TextIO):
         self.out = out
         self.cands: dict[str, dict[str, Any]] = {}
         self.ideas: dict[str, str] = {}
+        self.board = WorkerBoard()
+        self._workers_printed = 0.0
+        self._workers_changed = False  # a decision since the last workers line
 
     def _print(self, line: str) -> None:
         print(line, file=self.out, flush=True)
 
+    def _workers(self, now: float) -> None:
+        if len(self.board) > 1 and self._workers_changed:
+            self._workers_printed, self._workers_changed = now, False
+            self._print("   workers: " + "; ".join(self.board.describe(now)))
+
     def __call__(self, e: ev.Event) -> None:
+        self.board.apply(e)
         if isinstance(e, ev.SessionStarted):
             self._print(f"session started: {e.model} on {e.device_name or e.device}, agent {e.agent}, approval {e.approval}")
         elif isinstance(e, ev.ProfileReady):
@@ -99,6 +115,8 @@ class HeadlessPrinter:
                                          "stages": {}, "bench": None}
         elif isinstance(e, ev.StageResult):
             c = self.cands.get(e.candidate_id)
+            if c is not None:
+                c["worker"] = e.worker
             if c is not None and e.status != "running":
                 c["stages"][e.stage] = (e.status, e.detail)
         elif isinstance(e, ev.BenchResult):
@@ -109,7 +127,11 @@ class HeadlessPrinter:
             self._print(f"   {e.candidate_id} beats the best by {e.speedup:.2f}x: waiting for approval")
         elif isinstance(e, ev.Decision):
             self._decision(e)
+            self._workers_changed = True
+            if e.ts - self._workers_printed >= self.WORKERS_EVERY_S:
+                self._workers(e.ts)
         elif isinstance(e, ev.TargetDone):
+            self._workers(e.ts)
             self._print(f"== {e.target} done ({e.reason}); best {e.best_candidate_id}, {e.best_speedup:.3g}x vs eager")
         elif isinstance(e, ev.IntegrationResult) and e.detail.startswith(NO_FIT):
             self._print(f"integration: {e.detail}")  # nothing ran to compare: no "outputs DIFFER"
@@ -125,6 +147,7 @@ class HeadlessPrinter:
         elif isinstance(e, ev.Log) and e.level in ("warning", "error", "info"):
             self._print(f"   {e.message}")
         elif isinstance(e, ev.SessionDone):
+            self._workers(e.ts)
             self._print(f"session {e.status}: {e.summary.get('experiments', 0)} experiments")
 
     def _decision(self, e: ev.Decision) -> None:
@@ -138,8 +161,9 @@ class HeadlessPrinter:
                                        + ("" if b.meaningful else " (cpu)") + (f" ({b.timing})" if b.timing else ""))
         if e.decision == "failed":
             timing = e.reason[:70]
+        on = f" on {c['worker']}" if len(self.board) > 1 and c.get("worker") else ""
         self._print(f"#{c['n']:>4} {c['target']:<16} {c['idea'][:60]:<60} [{stages}] {timing}  {e.decision}"
-                    + (" by user" if e.by == "user" else ""))
+                    + (" by user" if e.by == "user" else "") + on)
 
 
 def resume_command(session_id: str, api_base: str | None = None) -> str:
@@ -175,7 +199,8 @@ def _run_in_tui(args: argparse.Namespace) -> int:
     for flag, value in (("--agent", args.agent), ("--device", args.device), ("--budget", args.budget),
                         ("--max-experiments", args.max_experiments), ("--max-cost", args.max_cost),
                         ("--approval", args.approval), ("--size", args.size), ("--db", args.db),
-                        ("--resume", args.resume), ("--api-base", args.api_base)):
+                        ("--resume", args.resume), ("--api-base", args.api_base), ("--ray", args.ray),
+                        ("--workers", None if args.workers == "auto" else args.workers)):
         if value is not None:
             argv += [flag, str(value)]
     from autokernel.tui.app import main as tui_main
@@ -201,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--plateau must be a positive number")
     if not 0 <= args.stop_at_ceiling <= 1:
         raise UserError("--stop-at-ceiling must be a fraction from 0 to 1 (0: never stop there)")
+    check_workers(args, args.device)
     config = SessionConfig(
         model_path=str(resolve_model_path(args.model)) if args.model else None, device=args.device, agent=args.agent,
         approval=args.approval,
@@ -208,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
         max_cost_usd=args.max_cost, size=args.size, resume=args.resume, plateau=args.plateau,
         stop_at_ceiling=args.stop_at_ceiling or None,
         integrate=not args.no_integrate, api_base=args.api_base, backend=args.backend,
+        workers=args.workers, ray=args.ray,
     )
     out = sys.stderr if args.json else sys.stdout
     session = OptimizeSession(config, store, listeners=[HeadlessPrinter(out)])

@@ -1,0 +1,228 @@
+"""A pool of workers (`--workers N`): a round's variants run side by side on real worker processes and are
+recorded as one worker records them; a worker killed from outside mid-experiment is replaced and the session
+completes; a worker that is lost altogether (`WorkerLost`) has its experiment run again on another."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import events as ev
+from autokernel.engine.session import OptimizeSession, SessionConfig
+from autokernel.engine.session_state import fold
+from autokernel.engine.store import Store
+from autokernel.engine.worker import WorkerLost
+
+from loop_doubles import FakeWorker, ScriptedAgent, fake_profiler, install_fake_specs
+
+TINY = Path(__file__).parent / "data" / "tiny_softmax.py"
+
+EXPERIMENT_EVENTS = (ev.CandidateWritten, ev.StageResult, ev.BenchResult, ev.AwaitingApproval, ev.Decision)
+
+
+def _optimize(tmp_path: Path, *flags: str) -> subprocess.Popen:
+    env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
+    return subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(TINY),
+                             "--headless", "--device", "cpu", "--no-integrate", "--db", str(tmp_path / "s.db"), *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _stored(db: Path) -> tuple[dict, list[ev.Event]]:
+    store = Store(db)
+    (row,) = store.sessions()
+    return row, list(store.iter_events(row["id"]))
+
+
+def _by_candidate(events: list[ev.Event]) -> dict[str, list[tuple[int, ev.Event]]]:
+    out: dict[str, list[tuple[int, ev.Event]]] = {}
+    for i, e in enumerate(events):
+        if isinstance(e, EXPERIMENT_EVENTS):
+            out.setdefault(e.candidate_id, []).append((i, e))
+    return out
+
+
+def _reads_as_one_workers_experiment(seq: list[ev.Event]) -> None:
+    """Written, then each stage running and judged, timed once only if every stage passed, decided once."""
+    assert isinstance(seq[0], ev.CandidateWritten) and isinstance(seq[-1], ev.Decision), seq
+    stages = [e for e in seq if isinstance(e, ev.StageResult)]
+    judged = {e.stage: e.status for e in stages if e.status != "running"}
+    assert len(judged) == 5, stages
+    benches = [e for e in seq if isinstance(e, ev.BenchResult)]
+    assert len(benches) <= 1 and (set(judged.values()) == {"pass"} or not benches), seq
+    assert sum(isinstance(e, ev.Decision) for e in seq) == 1
+
+
+def _worker_processes(parent: int) -> list[tuple[int, int]]:
+    """(start time, pid) of the worker processes `parent` started, oldest first (`ps`, as a user looks)."""
+    ps = subprocess.run(["ps", "-o", "etimes=,pid=,args=", "--ppid", str(parent)], capture_output=True, text=True)
+    found = [line.split(None, 2) for line in ps.stdout.splitlines()]
+    return sorted(((-int(age), int(pid)) for age, pid, args in found if "autokernel.engine.worker" in args))
+
+
+def test_two_workers_run_a_rounds_variants_side_by_side(tmp_path):
+    proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "4")
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    row, events = _stored(tmp_path / "s.db")
+    assert proc.returncode == 0 and row["status"] == "completed", err[-3000:]
+    experiments = _by_candidate(events)
+    assert len(experiments) == 4 and row["summary"]["experiments"] == 4
+    for seq in experiments.values():
+        _reads_as_one_workers_experiment([e for _, e in seq])
+    # each experiment ran on one of the two interpreter workers, and the store says which
+    ran_on = {cid: {e.worker for _, e in seq if isinstance(e, ev.StageResult)} for cid, seq in experiments.items()}
+    assert all(len(w) == 1 for w in ran_on.values()), ran_on
+    assert set().union(*ran_on.values()) == {"cpu0", "cpu1"}
+    assert {e.worker_device for e in events if isinstance(e, ev.StageResult)} == {"cpu"}
+    # side by side: an experiment started on one worker while one written before it, on the other, was undecided
+    order = sorted(experiments.items(), key=lambda kv: kv[1][0][0])
+    overlapped = [(a, b) for (a, sa), (b, sb) in zip(order, order[1:])
+                  if ran_on[a] != ran_on[b] and sb[1][0] < sa[-1][0]]
+    assert overlapped, [(cid, [(i, type(e).__name__) for i, e in seq]) for cid, seq in order]
+    # the headless lines and the replayed state name the workers
+    assert "   workers: cpu0 (cpu): " in out and "; cpu1 (cpu): " in out, out
+    assert any(line.startswith("#") and line.rstrip().endswith((" on cpu0", " on cpu1")) for line in out.splitlines())
+    replayed = fold(events)
+    assert sorted(replayed.workers.workers) == ["cpu0", "cpu1"]
+    assert sum(w.done for w in replayed.workers.workers.values()) == 4
+    assert {w["worker"]: w["device"] for w in row["summary"]["workers"]} == {"cpu0": "cpu", "cpu1": "cpu"}
+
+
+def test_a_worker_killed_mid_experiment_is_replaced_and_the_session_completes(tmp_path):
+    proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "5")
+    try:
+        deadline = time.monotonic() + 400
+        while len(_worker_processes(proc.pid)) < 2:  # the second starts with the first round's second variant
+            assert proc.poll() is None and time.monotonic() < deadline, "the pool never started a second worker"
+            time.sleep(0.2)
+        _, killed = _worker_processes(proc.pid)[0]  # the older one: it took the round's next variant at once
+        os.kill(killed, signal.SIGKILL)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    row, events = _stored(tmp_path / "s.db")
+    assert proc.returncode == 0 and row["status"] == "completed", err[-3000:] + out[-3000:]
+    experiments = _by_candidate(events)
+    assert len(experiments) == 5 and all(isinstance(seq[-1][1], ev.Decision) for seq in experiments.values())
+    (crash,) = [(i, e) for i, e in enumerate(events) if isinstance(e, ev.StageResult) and e.status == "crash"]
+    assert "SIGKILL" in crash[1].detail, crash
+    assert experiments[crash[1].candidate_id][-1][1].decision == "failed"
+    # the killed worker was replaced: the same worker ran an experiment written after the crash
+    later = [e for i, e in enumerate(events) if i > crash[0] and isinstance(e, ev.StageResult)
+             and e.worker == crash[1].worker and e.status == "pass"]
+    assert later, [(type(e).__name__, getattr(e, "worker", "")) for e in events[crash[0]:]]
+
+
+# -- the pool's logic, with the loop's doubles -------------------------------------------------------------
+class LabelledWorker(FakeWorker):
+    """The loop's fake worker with a pool worker's name and device."""
+
+    def __init__(self, label: str, **kw):
+        super().__init__(**kw)
+        self.label, self.device = label, "cpu"
+
+
+class LostWorker(LabelledWorker):
+    """A worker whose actor (or node) is gone: every call raises WorkerLost."""
+
+    def __init__(self, label: str, **kw):
+        super().__init__(label, **kw)
+        self.calls = 0
+
+    def check(self, path, kernel, backend, on_stage=None, extra_shapes=None, dtypes=None):
+        self.calls += 1
+        on_stage and on_stage("smoke", "running", "", 0.0)
+        raise WorkerLost(f"the actor of {self.label} died")
+
+    def bench(self, *a, **kw):
+        self.calls += 1
+        raise WorkerLost(f"the actor of {self.label} died")
+
+
+def _slower_moves():
+    """Every variant slower than the starter (one fails a stage): decisions that no order of arrival changes."""
+    return [("slower", [(1.5, ""), (2.0, ""), (1.2, "shape_sweep")]), ("slower still", [(1.3, ""), (1.4, "")]),
+            ("slowest", [(3.0, "")])]
+
+
+def _fake_session(tmp_path, monkeypatch, name: str, worker) -> tuple[Store, str]:
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    install_fake_specs(monkeypatch, tmp_path, kinds=("fakesoft",))
+    store = Store(tmp_path / f"{name}.db")
+    config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, max_experiments=7)
+    (tmp_path / "model.py").write_text("# the fake profiler never reads this\n")
+    session = OptimizeSession(config, store, agent=ScriptedAgent(moves=_slower_moves()), worker=worker,
+                              profiler=fake_profiler(("fakesoft",)))
+    session.run()
+    return store, session.session_id
+
+
+def _shape(events: list[ev.Event]) -> tuple[list, dict]:
+    """The events with what a pool may change left out (worker names, times, how experiments interleave):
+    the session's own events in order, and each experiment's in order."""
+    session, experiments = [], {}
+    for e in events:
+        detail = (type(e).__name__, getattr(e, "stage", ""), getattr(e, "status", ""), getattr(e, "decision", ""),
+                  getattr(e, "kernel_ms", None), getattr(e, "target", ""), getattr(e, "reason", ""),
+                  getattr(e, "title", ""), getattr(e, "source", ""))
+        if isinstance(e, EXPERIMENT_EVENTS):
+            experiments.setdefault(e.candidate_id, []).append(detail)
+        else:
+            session.append(detail)
+    return session, experiments
+
+
+def test_two_workers_record_the_events_one_worker_records(tmp_path, monkeypatch):
+    one_store, one = _fake_session(tmp_path, monkeypatch, "one", LabelledWorker("cpu", delay_s=0.05))
+    two_store, two = _fake_session(tmp_path, monkeypatch, "two", [LabelledWorker("cpu0", delay_s=0.3),
+                                                                  LabelledWorker("cpu1", delay_s=0.3)])
+    alone, pooled = list(one_store.iter_events(one)), list(two_store.iter_events(two))
+    drop = (ev.SessionStarted, ev.SessionDone, ev.Log)  # ids, paths and seconds differ between any two sessions
+    assert _shape([e for e in pooled if not isinstance(e, drop)]) == _shape([e for e in alone if not isinstance(e, drop)])
+    assert {e.worker for e in alone if isinstance(e, ev.StageResult)} == {"cpu"}
+    assert {e.worker for e in pooled if isinstance(e, ev.StageResult)} == {"cpu0", "cpu1"}
+    # in the pool the round's variants overlapped: a variant's stages began before the one before it was decided
+    decided = {e.candidate_id: i for i, e in enumerate(pooled) if isinstance(e, ev.Decision)}
+    began = {}
+    for i, e in enumerate(pooled):
+        if isinstance(e, ev.StageResult):
+            began.setdefault(e.candidate_id, i)
+    assert began["fakesoft-0003"] < decided["fakesoft-0002"], [(type(e).__name__, getattr(e, "candidate_id", ""))
+                                                              for e in pooled]
+
+
+def test_a_lost_worker_is_dropped_and_its_experiment_runs_on_another(tmp_path, monkeypatch):
+    lost, kept = LostWorker("ray:gone/gpu0"), LabelledWorker("ray:here/gpu1")
+    store, sid = _fake_session(tmp_path, monkeypatch, "lost", [lost, kept])
+    events = list(store.iter_events(sid))
+    assert store.session(sid)["status"] == "completed"
+    assert lost.calls == 1 and lost.closed  # asked once, then dropped from the pool
+    (note,) = [e for e in events if isinstance(e, ev.Log) and "lost" in e.message]
+    assert note.message.startswith("worker ray:gone/gpu0 (cpu) lost: the actor of ray:gone/gpu0 died; its check "
+                                   "runs again on another worker"), note.message
+    experiments = _by_candidate(events)
+    assert len(experiments) == 7
+    for seq in experiments.values():
+        _reads_as_one_workers_experiment([e for _, e in seq])
+    judged = [e for e in events if isinstance(e, ev.StageResult) and e.status != "running"]
+    assert {e.worker for e in judged} == {"ray:here/gpu1"}
+    assert not [e for e in judged if e.status == "crash"]  # a lost worker is not the candidate's crash
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--workers", "0"], "--workers must be a positive number or auto, not '0'"),
+    (["--workers", "many"], "--workers must be a positive number or auto, not 'many'"),
+    (["--device", "cpu", "--workers", "2.5"], "--workers must be a positive number or auto, not '2.5'"),
+])
+def test_a_bad_workers_flag_is_one_line(tmp_path, flags, message):
+    proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", *flags,
+                           "--db", str(tmp_path / "s.db")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"autokernel optimize: error: {message}", proc.stderr
