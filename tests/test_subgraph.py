@@ -196,3 +196,47 @@ def test_a_kernelbench_problem_gets_a_seed_that_passes(tmp_path):
     with Worker(device="cpu") as w:
         report = w.check(str(seed), kernel="problem", problem=str(problem), size="small")
     assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
+
+
+class TwoBlocks(torch.nn.Module):
+    """The same GELU * scale + cumsum chain twice, each block with its own scale, then once at another width."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales = torch.nn.ParameterList([torch.nn.Parameter(torch.rand(8) + 0.5) for _ in range(2)])
+        self.wide = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        for scale in self.scales:
+            x = torch.cumsum(torch.nn.functional.gelu(x) * scale, dim=-1).flip(-1)  # flip: no chain runs on
+        return torch.cumsum(torch.nn.functional.gelu(torch.cat([x, x], -1)) * self.wide, dim=-1)
+
+
+def _subgraph_kernel(tmp_path, model, x, body: str):
+    """The kernel_fn of the first block's chain, its ModelNew written as `body` (PyTorch: the routing is tested)."""
+    cap = subgraph.capture(model, [x])
+    cand = next(c for c in subgraph.candidates(cap) if c.ops == ["aten::gelu", "aten::mul", "aten::cumsum"])
+    ex = subgraph.write_problem(cap, cand, tmp_path / "chain.py")
+    path = tmp_path / "chain_kernel.py"
+    path.write_text(ex.source + "\n\nclass ModelNew(Model):\n    def forward(self, *inputs):\n" + body)
+    return load(path).kernel_fn
+
+
+@pytest.mark.parametrize("body, used", [("        return super().forward(*inputs)\n", True),
+                                        ("        return super().forward(*inputs) + 1\n", False)])
+def test_a_subgraph_kernel_goes_where_its_nodes_are_and_only_where_it_agrees(tmp_path, body, used):
+    from autokernel.engine import kernel_patch
+
+    torch.manual_seed(0)
+    model, x = TwoBlocks().eval(), torch.randn(4, 8)
+    fn = _subgraph_kernel(tmp_path, model, x, body)
+    with torch.no_grad():
+        want = model(x)
+        stats = kernel_patch.patch(model, {"sub_chain": kernel_patch.KernelEntry("sub_chain", fn)})
+        got, again = model(x), model(x)
+    assert torch.equal(got, want) and torch.equal(again, want)
+    # Both blocks (each with its own scale, read from the live model), never the wider chain.
+    if used:
+        assert stats.calls["sub_chain"] == 4 and not stats.mismatches["sub_chain"]
+    else:
+        assert stats.calls["sub_chain"] == 0 and len(stats.mismatches["sub_chain"]) == 2

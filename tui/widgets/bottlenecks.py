@@ -78,9 +78,8 @@ class BottleneckTable(DataTable):
         widths = {key: width for key, _, width in self.columns_shown}
         rows = []
         for r in state.rows:
-            target = state.targets.get(r.kind)
-            is_current = target is not None and target.row == r.index and state.current_target == r.kind \
-                and target.done is None
+            target = state.targets.get(state.current_target or "")  # a subgraph target's row is of kind other
+            is_current = target is not None and target.row == r.index and target.done is None
             cells = _cells(r, is_current)
             if "op" in widths and len(cells["op"]) > widths["op"]:
                 cells["op"] = cells["op"][: widths["op"] - 1] + "…"
