@@ -1,11 +1,13 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 for the LLM agent's tests (litellm's real HTTP
-path): `ScriptedLLM` plays a queue of answers and records the requests; `llm_server` is its pytest
+path): `ScriptedLLM` plays a queue of answers (a step may also be an error status, a delay, or a
+dropped connection) and records the requests; `llm_server` is its pytest
 fixture (import it into a test module to use it there). A recorded request keeps the server's own header
 message, which reads names case-insensitively as HTTP requires (clients differ in the case they send)."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,7 +38,10 @@ class ScriptedLLM:
                     step = {"status": 500, "error": "script exhausted"}
                 time.sleep(step.get("delay", 0))
                 try:
-                    if "status" in step:
+                    if step.get("drop"):  # the connection closes with no answer at all
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    elif "status" in step:
                         payload = {"error": {"message": step["error"], "type": "server_error", "code": step["status"]}}
                         self._send(step["status"], payload, step.get("headers", {}))
                     else:
