@@ -119,6 +119,8 @@ def static_refusal(tree: ast.Module) -> str:
                 hit = [a.name for a in node.names if OS_PROCESS_CALLS.match(a.name)]
                 if hit:
                     return f"imports os.{hit[0]}: a kernel may not start or signal processes"
+        elif isinstance(node, ast.Call) and _imports_by_name(node) in NETWORK_MODULES | PROCESS_MODULES:
+            return f"imports {_imports_by_name(node)} by name: a kernel has no use for the network or processes"
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os":
             if OS_PROCESS_CALLS.match(node.attr):
                 return f"uses os.{node.attr}: a kernel may not start or signal processes"
@@ -128,6 +130,16 @@ def static_refusal(tree: ast.Module) -> str:
                        and sandbox.SECRET.search(n.value) and n.value.isidentifier()})
         if keys:
             return f"reads the environment variable {keys[0]}: a kernel has no use for credentials"
+    return ""
+
+
+def _imports_by_name(call: ast.Call) -> str:
+    """The top module `__import__("x")` or `importlib.import_module("x.y")` names, else ''."""
+    f = call.func
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    if name in ("__import__", "import_module") and call.args and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, str):
+        return call.args[0].value.split(".")[0]
     return ""
 
 

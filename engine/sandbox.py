@@ -5,11 +5,12 @@ at run time, a libc call through ctypes) meets these layers instead, each applie
 and reported either way (`autokernel doctor`, the session log):
 
 - environment: the worker gets only what it needs (PATH, CUDA_*, TRITON_*, TORCH_*, AUTOKERNEL_*, ...), never a
-  variable that looks like a key, and HOME and TMPDIR point at a scratch folder of its own;
+  variable that looks like a key, HOME and TMPDIR point at a scratch folder of its own, and it holds no
+  capabilities, so the engine's environment in /proc is out of its reach too;
 - network: a network namespace of its own (nothing but a loopback that is down), seccomp refusing socket() for
   internet families, and Landlock (ABI 4+) refusing TCP connect and bind;
 - writes: Landlock lets the worker write only its scratch folder, the compile caches and device files; it also
-  keeps the worker from signalling or reading the memory of processes outside it (the engine's included);
+  keeps the worker from signalling or tracing processes outside it (the engine's included);
 - processes: on CPU seccomp refuses fork and exec once the worker has started (nothing there compiles through a
   subprocess); on CUDA, Triton's ptxas and torch's extension builds need them, so only a Python-level spawn of
   anything but a compiler tool is refused (an audit hook), and every child inherits the layers above.
@@ -34,7 +35,7 @@ from pathlib import Path
 
 ENV_KEEP = frozenset({"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "CC", "CXX", "CFLAGS",
                       "CXXFLAGS", "LDFLAGS", "CPATH", "LIBRARY_PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
-                      "CONDA_PREFIX", "MAX_JOBS", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE"})
+                      "CONDA_PREFIX", "MAX_JOBS", "XDG_CACHE_HOME", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE"})
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "AUTOKERNEL_", "OMP_", "MKL_", "KMP_",
                      "LC_", "CUBLAS", "CUDNN", "NVCC_")
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.I)
@@ -77,8 +78,10 @@ def child_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in src.items()
            if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and not SECRET.search(k)}
     home = Path(src.get("HOME") or Path.home())
-    env.setdefault("TRITON_CACHE_DIR", str(home / ".triton" / "cache"))
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(home / ".cache" / "torch_extensions"))
+    # The device's measured ceilings are read from here (the worker may not write it: it measures again instead).
+    env.setdefault("AUTOKERNEL_CACHE_DIR", str(home / ".cache" / "autokernel"))
+    env.setdefault("TRITON_CACHE_DIR", str(Path(src.get("TRITON_HOME") or home) / ".triton" / "cache"))
+    env.setdefault("XDG_CACHE_HOME", str(home / ".cache"))  # torch's extension builds: ~/.cache/torch_extensions/pyXY_cuZ
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"))
     return env
 
@@ -233,6 +236,8 @@ def writable_paths(scratch: Path) -> list[Path]:
     for var in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         if os.environ.get(var):
             out.append(Path(os.environ[var]))
+    if os.environ.get("XDG_CACHE_HOME") and not os.environ.get("TORCH_EXTENSIONS_DIR"):
+        out.append(Path(os.environ["XDG_CACHE_HOME"]) / "torch_extensions")
     out += [Path(p) for p in os.environ.get("AUTOKERNEL_SANDBOX_WRITABLE", "").split(os.pathsep) if p]
     for p in out:
         try:

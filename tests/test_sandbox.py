@@ -218,9 +218,9 @@ def test_a_shell_through_libc_is_refused_by_seccomp(machine, worker, tmp_path):
 # -- the engine and the next candidate ----------------------------------------------------------------
 
 def test_after_the_attacks_the_same_worker_passes_a_good_candidate(worker, server, home, tmp_path):
+    restarts = worker.restarts
     for name in ("net_libc.py", "home_write.py", "shell_libc.py", "env_parent.py"):
         refusal(worker, fill(tmp_path, name, PORT=server.port, TARGET=home / "planted"))
-    restarts = worker.restarts
     report = worker.check(str(get_spec("reduce").starters["triton"]), kernel="reduce")
     assert report.passed, report.to_json()
     assert worker.restarts == restarts  # nothing the attacks did ended the worker
@@ -254,7 +254,9 @@ def test_the_workers_environment_keeps_what_the_device_needs_and_no_credential()
         "PATH": "/usr/bin", "CUDA_HOME": "/opt/cuda", "TRITON_INTERPRET": "1", "AUTOKERNEL_DB": "/x.db"}
     assert not {"HOME", "AUTOKERNEL_LLM_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN",
                 "SSH_AUTH_SOCK", "GITHUB_TOKEN"} & set(env)
-    assert env["TRITON_CACHE_DIR"] == "/home/u/.triton/cache"  # the cache stays the user's across workers
+    # the caches stay the user's across workers (the worker's own HOME is its scratch folder)
+    assert (env["TRITON_CACHE_DIR"], env["AUTOKERNEL_CACHE_DIR"], env["XDG_CACHE_HOME"]) == (
+        "/home/u/.triton/cache", "/home/u/.cache/autokernel", "/home/u/.cache")
 
 
 def test_doctor_prints_each_protection_and_the_summary(machine):
