@@ -41,7 +41,7 @@ ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "AUTOKE
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|AUTH", re.I)
 
 # Executables a CUDA worker may start from Python: what Triton and torch's extension builds run.
-TOOLS = re.compile(r"^(ptxas|nvcc|ninja|ldconfig(\.real)?|nvdisasm|cuobjdump|fatbinary|nvlink|cicc|"
+TOOLS = re.compile(r"^(ptxas[\w.-]*|nvcc|ninja|ldconfig(\.real)?|nvdisasm|cuobjdump|fatbinary|nvlink|cicc|"
                    r"([\w.-]+-)?(c\+\+|g\+\+|gcc|cc|clang\+\+|clang)(-[\d.]+)?)$")
 
 SCRATCH_PREFIX = "autokernel-sandbox-"
@@ -326,13 +326,13 @@ def _seccomp_processes() -> Protection:
 def _audit(device: str) -> list[Protection]:
     """An audit hook: a one-line reason for an internet socket or a spawn made from Python (the kernel's
     EPERM says little), and on CUDA the only guard that tells a compiler from a shell."""
-    sys.addaudithook(_AuditHook(device))
+    sys.addaudithook(AuditHook(device))
     allowed = "none" if device == "cpu" else "the compiler tools"
     return [Protection("network", "audit", True, "internet sockets from Python refused"),
             Protection("processes", "audit", True, f"spawns from Python refused (allowed: {allowed})")]
 
 
-class _AuditHook:
+class AuditHook:
     EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty")
 
     def __init__(self, device: str):

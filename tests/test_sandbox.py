@@ -267,3 +267,23 @@ def test_doctor_prints_each_protection_and_the_summary(machine):
     for (rule, layer), p in machine.items():
         assert any(ln.split()[:3] == [rule, layer, "on" if p.active else "off"] for ln in lines), (rule, layer, r.stdout)
     assert sandbox.summary(list(machine.values())) in lines
+
+
+def test_on_cuda_the_audit_hook_lets_the_compilers_run_and_nothing_else():
+    """CUDA workers keep fork and exec for Triton's ptxas and cc and torch's ninja/nvcc builds; the hook (called
+    here as Python's audit machinery calls it) refuses a shell or any other program started from Python."""
+    hook = sandbox.AuditHook("cuda")
+    for exe, argv in [("/opt/triton/backends/nvidia/bin/ptxas", ["ptxas", "-v"]), (None, ["ninja", "-v"]),
+                      (None, ["/usr/local/cuda/bin/nvcc", "--version"]), ("/usr/bin/gcc", ["gcc", "launcher.c"]),
+                      (None, ["/sbin/ldconfig", "-p"])]:
+        hook("subprocess.Popen", (exe, argv, None, None))
+    for event, args in [("subprocess.Popen", (None, ["sh", "-c", "curl x"], None, None)),
+                        ("subprocess.Popen", (None, "nvcc --version; rm -rf ~", None, None)),
+                        ("subprocess.Popen", ("/usr/bin/python3", ["python3", "-c", "..."], None, None)),
+                        ("os.system", ("nvcc --version",)), ("os.exec", ("/bin/bash", ["bash"], None)),
+                        ("os.posix_spawn", ("/usr/bin/curl", ["curl"], None)), ("os.fork", ())]:
+        with pytest.raises(PermissionError, match="the worker's sandbox allows no new processes"):
+            hook(event, args)
+    with pytest.raises(PermissionError, match="allows no network"):
+        hook("socket.__new__", (None, socket.AF_INET6, socket.SOCK_STREAM, 0))
+    hook("socket.__new__", (None, socket.AF_UNIX, socket.SOCK_STREAM, 0))  # CUDA's driver talks to a UNIX socket
