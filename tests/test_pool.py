@@ -19,7 +19,14 @@ from autokernel.engine.session_state import fold
 from autokernel.engine.store import Store
 from autokernel.engine.worker import WorkerLost
 
+from autokernel.tui.app import AutokernelApp
+from autokernel.tui.widgets.dashboard import Dashboard
+from autokernel.tui.widgets.footer import KeyFooter
+from autokernel.tui.widgets.status import StatusLine
+from autokernel.tui.widgets.workers import WorkersLine
+
 from loop_doubles import FakeWorker, ScriptedAgent, fake_profiler, install_fake_specs
+from tui_support import sync, text_of
 
 TINY = Path(__file__).parent / "data" / "tiny_softmax.py"
 
@@ -226,3 +233,26 @@ def test_a_bad_workers_flag_is_one_line(tmp_path, flags, message):
     proc = subprocess.run([sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", *flags,
                            "--db", str(tmp_path / "s.db")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.strip() == f"autokernel optimize: error: {message}", proc.stderr
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@sync
+async def test_replay_at_80x24_shows_a_pools_workers_and_nothing_new_for_one(tmp_path, monkeypatch, workers):
+    pool = [LabelledWorker(f"cpu{i}", delay_s=0.05) for i in range(workers)]
+    store, sid = _fake_session(tmp_path, monkeypatch, "replay", pool if workers > 1 else pool[0])
+    app = AutokernelApp(store, mode="replay", replay=sid)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        line = app.screen.query_one(WorkersLine)
+        if workers == 1:
+            assert not line.display
+            return
+        text = text_of(line)
+        assert line.display and line.region.height == 1 and text.startswith("workers cpu0 idle ")
+        assert " │ cpu1 idle " in text and text.count(" done ") == 2
+        done = sum(int(part.split(" done")[0].split()[-1]) for part in text.split("│"))
+        assert done == 7  # every experiment, each counted on the worker that ran it
+        # the rest of the small layout still fits: the status on top, the footer at the bottom, the log between
+        assert app.screen.query_one(StatusLine).region.y == 0
+        assert app.screen.query_one(KeyFooter).region.bottom == 24
+        assert app.screen.query_one(Dashboard).max_scroll_y == 0

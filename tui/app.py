@@ -18,7 +18,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
-from autokernel.engine.commands.common import resolve_model_path
+from autokernel.engine.commands.common import add_workers_flags, check_workers, resolve_model_path
 from autokernel.engine.commands.optimize import parse_duration
 from autokernel.engine.errors import UserError
 from autokernel.engine.session_state import load_timeline
@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=("small", "large"), default=None, help="size of the bundled example")
     p.add_argument("--db", metavar="PATH", default=None,
                    help=f"session database (default: $AUTOKERNEL_DB or {default_db_path()})")
+    add_workers_flags(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--replay", metavar="SESSION", default=None, help="replay a stored session (id, prefix or latest)")
     which.add_argument("--resume", metavar="SESSION", default=None,
@@ -192,6 +193,9 @@ def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = 
               "agent": args.agent, "approval": args.approval, "max_experiments": args.max_experiments,
               "budget_s": parse_duration(args.budget) if args.budget else None, "max_cost_usd": args.max_cost,
               "size": args.size, "resume": args.resume, "api_base": args.api_base}
+    if args.workers != "auto" or args.ray:  # asked for: a pool (engine/pool.py); else the session's default
+        check_workers(args, args.device)
+        config.update(workers=args.workers, ray=args.ray)
     if args.replay:
         store.session(args.replay)  # fails now, in one line, if there is no such session
         return AutokernelApp(store, mode="replay", replay=args.replay)
@@ -218,7 +222,8 @@ def _kernelbench_app(args: argparse.Namespace, store: Store) -> AutokernelApp:
     if not problems:
         raise UserError(f"no problem files under {' '.join(args.kernelbench)} (a problem defines Model and get_inputs())")
     config = BatchConfig(device=device, agent=args.agent, max_experiments=args.max_experiments or 20, size=args.size,
-                         api_base=args.api_base, command="autokernel-tui " + " ".join(sys.argv[1:]))
+                         api_base=args.api_base, command="autokernel-tui " + " ".join(sys.argv[1:]),
+                         workers=args.workers, ray=args.ray)
     inbox = EventInbox()
     batch = KernelBenchBatch(problems, config, store, listeners=[inbox.push])
     return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)
@@ -234,6 +239,8 @@ def _kernelbench_resume_app(args: argparse.Namespace, store: Store) -> Autokerne
                              ("--size", args.size), ("--agent", args.agent != "playbook")])
     stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
     resolve_device(stored.config.device)
+    check_workers(args, stored.config.device)
+    stored.config.workers, stored.config.ray = args.workers, args.ray
     inbox = EventInbox()
     batch = KernelBenchBatch.resuming(stored, store, listeners=[inbox.push])
     return AutokernelApp(store, mode="kernelbench", session=batch, inbox=inbox)

@@ -19,6 +19,7 @@ from .code import CodePanel
 from .eventlog import EventLog
 from .hypothesis import HypothesisPanel
 from .stages import StagesPanel
+from .workers import WorkersLine
 
 COMPACT_WIDTH = 110  # below this many columns (or COMPACT_HEIGHT rows) the small layout
 COMPACT_HEIGHT = 32
@@ -37,6 +38,7 @@ class Dashboard(VerticalScroll):
         self._state: SessionState | None = None
 
     def compose(self):
+        yield WorkersLine(id="workers")  # a pool's workers; hidden with one
         with Horizontal(id="top"):
             t = BottleneckTable(id="bottlenecks")
             t.border_title = "bottlenecks (Amdahl order)"
@@ -81,6 +83,7 @@ class Dashboard(VerticalScroll):
         self.query_one(CodePanel).show(state)
         self.query_one(SpeedupChart).show(state)
         self.query_one(EventLog).show(state)
+        self.query_one(WorkersLine).show(state)
 
     def toggle_code(self, state: SessionState) -> None:
         self.query_one(CodePanel).toggle(state)
