@@ -3,7 +3,7 @@
 Rows whose target is -100 count neither in the sum nor in the number of rows, as in
 `F.cross_entropy`'s default (`ignore_index=-100`, what language models use for padding). Having it in
 the contract lets the model patch route a cross_entropy call to a kernel without first asking the GPU
-whether any target is ignored (a host sync that cost ~1 ms of an H100 Llama forward).
+whether any target is ignored (a host sync that stalls the forward).
 
 Memory-bound: the floor is one read of the logits (plus the targets). The reference works in at
 least fp32 so that a half-precision model's loss is compared against what the math says.

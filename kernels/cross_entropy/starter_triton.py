@@ -5,18 +5,16 @@ log2(e) folded in) and writes its row's loss and whether the row counts (a targe
 ignored, as F.cross_entropy does by default). A second one-program kernel adds the losses and the
 counts in a fixed order and divides, so the mean is bitwise repeatable (no float atomics).
 
-Measured on the H100 (scripts/rowwise_probe.py, docs/results/h100/rowwise.md), bf16: tiles of 8192
-logits over 8 warps beat 16384 over 16 at every vocabulary (8192x32000: 0.191 ms, 92% of copy
-bandwidth, against 0.195; 8192x50257: 0.327 against 0.406); logits[row, target] is loaded before the
-stream, so its latency hides under it instead of ending every row (2.5 us of 200); and the mean
-kernel reads all the row losses in one tile over 8 warps (its 1024-wide loop over 4 warps cost 3 us).
+Choices the probes settled (numbers: docs/results/kernel_notes.md): tiles of 8192 logits over 8
+warps, ahead of 16384 over 16 at every vocabulary probed; logits[row, target] loaded before the
+stream, so its latency hides under it instead of ending every row; and the mean kernel reads all the
+row losses in one tile over 8 warps rather than looping over 1024-wide tiles.
 
 A vocabulary that is not a multiple of 8 (GPT-2's 50257) starts rows at odd addresses, and Triton
 then loads them two bytes at a time. Reading such rows over a 16-byte-aligned window instead (16-byte
-loads, neighbours masked off) was measured slower on the H100 (8192x50257 bf16, 16384-wide tiles:
-0.56 ms against the plain form's 0.41 ms, docs/results/h100), so the starter keeps the plain form and the playbook offers
-the window as a tier-2 move (`aligned_window`); the CUDA starter, where the window measured 2.3x
-faster, keeps it.
+loads, neighbours masked off) measured slower here, so the starter keeps the plain form and the
+playbook offers the window as a tier-2 move (`aligned_window`); the CUDA starter, where the window
+measured faster, keeps it.
 """
 
 import torch

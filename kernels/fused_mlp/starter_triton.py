@@ -4,9 +4,8 @@ On Hopper (and under the interpreter) with 16-bit inputs whose rows are 16-byte 
 read their tiles through tensor descriptors (TMA): the weights' [BLOCK_N, BLOCK_K] tiles are K-major, as
 wgmma takes them, and the copy engine does the address math and the zero padding at the edges. The
 gate/up kernel keeps two fp32 accumulators over the same x tile and writes silu(g) * u once, in x's
-dtype; the down kernel is a plain matmul h @ w_down.T. On the H100 (bf16, `scripts/mlp_probe.py`) this
-form ran 0.99-1.11x the eager cuBLAS SwiGLU at the bench shapes, where the pointer form below ran
-0.89-1.04x.
+dtype; the down kernel is a plain matmul h @ w_down.T. On Hopper this form keeps up with the eager
+cuBLAS SwiGLU where the pointer form below trails it (numbers: docs/results/kernel_notes.md).
 
 Elsewhere (fp32, unaligned rows, older GPUs) the pointer form: gate/up as one matmul over w_gate and
 w_up with their columns interleaved (gate j, up j, gate j+1, ...), read straight from both weights, one
@@ -56,9 +55,9 @@ DOWN_TILES = [
     (64, 64, 32, 4, 4),
 ]
 SMALL_TILE = ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
-# Tensor-descriptor (TMA) tiles, H100 bf16 (scripts/mlp_probe.py): for gate/up BLOCK_N is each of the two
-# accumulators' width (128 + 128 columns of [gate | up] per tile; 256x64 measured 10% slower); for down,
-# 128x256 and 256x128 ran within 0-7% of cuBLAS at the Llama shape, 128x128 5-10% behind them.
+# Tensor-descriptor (TMA) tiles, chosen on Hopper with scripts/mlp_probe.py: for gate/up BLOCK_N is each of
+# the two accumulators' width (128 + 128 columns of [gate | up] per tile; 256x64 was slower); for down,
+# 128x256 and 256x128 came closest to cuBLAS at the Llama shape, 128x128 behind them.
 GATE_UP_TMA_TILES = [
     (128, 128, 64, 8, 4),
     (128, 128, 64, 8, 3),
@@ -199,8 +198,8 @@ def _gate_up_tma_kernel(x_desc, wg_desc, wu_desc, h_desc, M, N, K, UPCAST: tl.co
     """[BLOCK_M, BLOCK_N] tiles of h = silu(x @ w_gate.T) * (x @ w_up.T): per K step one x tile and
     the two weights' K-major tiles through the copy engine, two dots into two fp32 accumulators.
     Tiles past an edge read as zeros, so neither the K tail nor the M/N edges need a mask.
-    The grid has one program per tile, yet the tile loop stays: built by Triton 3.6 this form runs 15-30%
-    faster on the H100 than the same body without the loop (scripts/mlp_diag.py, same configs)."""
+    The grid has one program per tile, yet the tile loop stays: built by Triton 3.6 this form runs
+    faster on Hopper than the same body without the loop (scripts/mlp_diag.py; docs/results/kernel_notes.md)."""
     for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
         om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)

@@ -6,9 +6,8 @@ several to a program so each program still moves a few KB. The order of addition
 so the result is bitwise repeatable.
 
 The row width is compiled in (one compile per width, as torch.compile does), and when the rows and the
-width divide into whole tiles the loads carry no masks at all: on the H100 (bf16, scripts/rowwise_probe.py,
-run 20) that is what torch.compile's kernel had over the masked form with a run-time width, 3% at
-8192x4096 (0.0278 ms against 0.0287; compile 0.0278) and 1% at 1024x65536.
+width divide into whole tiles the loads carry no masks at all: that is what torch.compile's kernel had
+over the masked form with a run-time width (numbers: docs/results/kernel_notes.md).
 """
 
 import os
@@ -53,8 +52,8 @@ def kernel_fn(x):
     if n_rows:
         block_n = min(triton.next_power_of_2(n_cols), 4096)
         rows = max(1, min(MAX_ROWS, ROW_TILE // block_n))
-        # Rows of 4096 or more get 16 warps (run 17 on the H100, bf16: 8192x4096 0.0287 ms against 0.0295 with 8,
-        # 8192x8192 0.0507 against 0.0515; scripts/rowwise_probe.py); packed narrow rows keep 8 (16 was slower).
+        # Rows of 4096 or more get 16 warps (ahead of 8 in the probes); packed narrow rows keep 8 (16 was
+        # slower). Numbers: docs/results/kernel_notes.md.
         warps = 16 if block_n >= 4096 else (8 if rows * block_n >= 4096 else 4)
         whole = n_rows % rows == 0 and n_cols % block_n == 0
         _row_sum_kernel[(triton.cdiv(n_rows, rows),)](

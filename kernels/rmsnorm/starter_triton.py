@@ -3,9 +3,9 @@
 Rows up to 16384 columns are read once into registers, several narrow rows per program; wider rows
 loop twice over the row (sum of squares, then scale). The weight is read once per program.
 
-The one-pass rows are loaded with eviction_policy="evict_last": on the H100 (bf16, scripts/rowwise_probe.py)
-8192x4096 took 0.0498 ms against 0.0504 without a hint and 0.0507 with evict_first, 4096x4096 0.0275 against
-0.0282; a device copy of the same bytes took 0.0500 and 0.0279, so this is copy speed at these sizes.
+The one-pass rows are loaded with eviction_policy="evict_last": the probes found it a little ahead of
+no hint and of evict_first, at the speed of a device copy of the same bytes (numbers:
+docs/results/kernel_notes.md).
 """
 
 import torch

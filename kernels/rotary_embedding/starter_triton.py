@@ -11,10 +11,8 @@ so the traffic is essentially one read and one write of x.
 
 A contiguous x with contiguous [seq, head_dim] tables takes a flatter path instead: one 1-D block of
 x's elements per program, each element with its partner from the other half (which the same program
-has just read, so the second load hits L1/L2) and cos/sin at its position (kept in L2). On the H100
-this reached the speed of torch.compile's kernel where the tiled form trailed it by 3.5% (bf16,
-scripts/rowwise_probe.py, run 17: 4x32x4096x128 0.0946 ms against 0.0983 tiled and 0.0948 compiled;
-16x16x2048x64 0.0503 against 0.0521 and 0.0502; 1x32x8192x128 0.0530 against 0.0528 and 0.0531).
+has just read, so the second load hits L1/L2) and cos/sin at its position (kept in L2). It keeps up
+with torch.compile's kernel where the tiled form trailed it (numbers: docs/results/kernel_notes.md).
 """
 
 import os
@@ -26,12 +24,11 @@ import triton.language as tl
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # Half-row elements per head in one program, and heads per program. The interpreter pays per
 # program, not per element, so it gets bigger tiles.
-# On the H100 (bf16, scripts/rowwise_probe.py, run 14) 1024 half-row elements and one head per program beat
-# the earlier 2048 and 8 heads at all three shapes probed: 4x32x4096x128 0.0982 ms against 0.1017,
-# 16x16x2048x64 0.0509 against 0.0545, 1x32x8192x128 0.0536 against 0.0552 (more programs, each with
-# fewer loads behind one another; cos and sin come from L2 either way).
+# 1024 half-row elements and one head per program beat 2048 and 8 heads at every shape probed: more
+# programs, each with fewer loads behind one another; cos and sin come from L2 either way.
 SEQ_TILE, HEADS_PER_PROGRAM = (16384, 32) if INTERPRETED else (1024, 1)
-# Elements per program and warps of the flat path (run 17: 2048 over 8 warps, ahead of 1024/4, 2048/4, 4096/8).
+# Elements per program and warps of the flat path (2048 over 8 warps, ahead of 1024/4, 2048/4 and 4096/8 in
+# the probes). Numbers for both: docs/results/kernel_notes.md.
 FLAT_BLOCK, FLAT_WARPS = (65536, 4) if INTERPRETED else (2048, 8)
 
 

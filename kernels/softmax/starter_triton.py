@@ -4,14 +4,14 @@ Rows up to 32768 columns are read once into registers (one read, one write), wit
 rows per program so every program moves a few KB. Wider rows take an online pass (running max and
 rescaled sum) and a normalising pass. fp32 math; exp2 of (x - max) * log2(e).
 
-Measured on the H100, bf16 (scripts/rowwise_probe.py, docs/results/h100/rowwise.md):
+Choices the probes settled (numbers: docs/results/kernel_notes.md):
 - rows of 16385..32768 columns: one row per program, 32 warps, a 1-D tile streamed with evict_first
-  (4096x32000: 0.189 ms, 93% of copy bandwidth, where the 2-D rows tile over 16 warps took 0.224);
+  (near copy speed, ahead of a 2-D rows tile over 16 warps);
 - wider rows: the normalising pass re-reads the row, and with one program per row ~1000 rows sit between
-  their two passes, far more than the L2 holds, so the re-read came from memory (1024x131072: 0.289 ms,
-  62%). One program per SM looping over rows keeps ~130 rows (33 MB) between passes, the first pass asks
-  the L2 to keep them (evict_last), tiles of 16384 over 32 warps keep enough bytes in flight: 0.235 ms.
-  The second pass walks the row backwards, so it starts on the lines the first pass touched last: 0.231.
+  their two passes, far more than the L2 holds, so the re-read comes from memory. One program per SM
+  looping over rows keeps ~130 rows (33 MB) between passes, the first pass asks the L2 to keep them
+  (evict_last), and tiles of 16384 over 32 warps keep enough bytes in flight. The second pass walks the
+  row backwards, so it starts on the lines the first pass touched last.
 """
 
 import torch

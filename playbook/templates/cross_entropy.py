@@ -12,7 +12,7 @@ at or before the row's start, a multiple of 16 bytes long (mask bounds that are 
 the loads are 16-byte vectors), with the neighbouring rows' elements set to -inf after the load. The
 launcher keeps the last block of rows, whose windows could run past the tensor, on the plain path (a
 second launch), and TMA only ever serves the plain path. Off by default: in the Triton starter's
-one-row form the window measured slower on the H100 (8192x50257 bf16: 0.56 ms, plain 0.41 ms), so it is
+one-row form the window measured slower than the plain rows (docs/results/kernel_notes.md), so it is
 a move for the search to try, not a given.
 """
 
@@ -47,7 +47,7 @@ SPACE = (
          "target_from_tile={new} (was {old}): pick logits[target] out of the tile already in registers with a compare-and-sum instead of a separate scattered load per row"),
 )
 
-DEFAULTS = {  # tiles of 8192 over 8 warps: the fastest form at every vocabulary measured (H100, scripts/rowwise_probe.py)
+DEFAULTS = {  # tiles of 8192 over 8 warps: the fastest form at every vocabulary probed (scripts/rowwise_probe.py)
     "num_warps": 8,
     "num_stages": 1,
     "max_block_v": 8192,

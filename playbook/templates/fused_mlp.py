@@ -5,9 +5,9 @@ same x tile and applies SiLU x up in its epilogue, so the [tokens, intermediate]
 written once; the second is the down projection. With INTERLEAVED (the default) the first is one
 matmul over the gate and up columns taken in turn (gate j, up j, ...; BLOCK_N counts both), one dot per
 K step as in a plain matmul, and the epilogue splits the pairs; without it, two accumulators and two
-dots per step (on the H100 that form reached 0.82-0.92x the eager SwiGLU, the interleaved starter
-0.88-1.03x). With TMA (Hopper; 16-bit inputs with 16-byte aligned rows) both kernels read their tiles
-through tensor descriptors, the weights' tiles K-major as wgmma takes them: gate/up keeps two
+dots per step (on Hopper that form trailed the interleaved one; numbers in
+docs/results/kernel_notes.md). With TMA (Hopper; 16-bit inputs with 16-byte aligned rows) both
+kernels read their tiles through tensor descriptors, the weights' tiles K-major as wgmma takes them: gate/up keeps two
 accumulators (BLOCK_N still counts gate and up columns together) and the down kernel is a plain
 descriptor matmul; elsewhere the candidate falls back to the pointer kernels.
 """
@@ -110,8 +110,8 @@ def _two_accumulators(sig: str, ws: str) -> str:
 
 
 # The descriptor kernels walk their tiles in a loop even though the grid has one program per tile:
-# built by Triton 3.6 that form runs 15-30% faster on the H100 than the same body straight from the
-# program id (scripts/mlp_diag.py; the fused_mlp starter does the same).
+# built by Triton 3.6 that form runs faster on Hopper than the same body straight from the program id
+# (scripts/mlp_diag.py, numbers in docs/results/kernel_notes.md; the fused_mlp starter does the same).
 def _tile_loop(body: str) -> str:
     """`body` run for each of this program's tiles (pid_m, pid_n) in group-M order."""
     return fill(

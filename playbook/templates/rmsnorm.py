@@ -46,7 +46,7 @@ DEFAULTS = {
     "max_block_n": 8192,
     "rows_per_program": 1,
     "persistent": 0,
-    "load_eviction": "evict_last",  # H100, 8192x4096 bf16: 0.0498 ms against evict_first's 0.0507 (scripts/rowwise_probe.py)
+    "load_eviction": "evict_last",  # a little ahead of evict_first in the probes (docs/results/kernel_notes.md)
     "rsqrt": True,
     "acc_fp32": True,
     "autotune": False,
