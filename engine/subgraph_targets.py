@@ -80,6 +80,13 @@ def plan_subgraphs(model_path: str, device: str, size: str | None, rows: list[di
         log(f"{len(others) - len(worth)} row(s) of no kernel type with nothing to compute"
             + (f" or under {least:.0%} of the forward" if least else "") + " stay as they are")
     plan = _extract(model_path, device, size, rows, worth, folder, log) if worth else []
+    if device == "cuda":  # the captured model and its intermediates are gone: the worker gets the memory back
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
     for p in plan:
         p["dtype"] = dtype_of(rows[p["row"]].get("target_dtype"))
     folder.mkdir(parents=True, exist_ok=True)

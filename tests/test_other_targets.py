@@ -67,11 +67,11 @@ def optimized(tmp_path_factory):
     package = tmp / "gelu_kernels"
     exported = _cli(["export", sid, "-o", str(package), "--db", str(db)], env, timeout=300)
     assert exported.returncode == 0, exported.stderr[-2000:]
-    return events, package, env, run.stdout
+    return events, package, env, run.stdout, (db, sid)
 
 
 def test_the_chain_of_no_kernel_type_is_a_target_with_a_kept_kernel(optimized):
-    events, _, _, stdout = optimized
+    events, _, _, stdout, _ = optimized
     assert "no kernel spec" not in stdout
     started = [e for e in events if isinstance(e, ev.TargetStarted)]
     assert [t.target for t in started] == ["sub_gelu_mul_cumsum_mul"], stdout[-2000:]
@@ -90,7 +90,7 @@ def test_the_chain_of_no_kernel_type_is_a_target_with_a_kept_kernel(optimized):
 
 
 def test_the_model_runs_the_kernel_and_its_outputs_match(optimized):
-    events, _, _, _ = optimized
+    events, _, _, _, _ = optimized
     result = next(e for e in events if isinstance(e, ev.IntegrationResult))
     assert result.correct, result.detail
     (swapped,) = result.replaced
@@ -99,7 +99,7 @@ def test_the_model_runs_the_kernel_and_its_outputs_match(optimized):
 
 
 def test_the_export_is_importable_and_patches_a_fresh_model(optimized):
-    _, package, env, _ = optimized
+    _, package, env, _, _ = optimized
     assert (package / "subgraph_patch.py").exists()
     used = _use_export(package, env)
     assert used["close"]
@@ -108,7 +108,7 @@ def test_the_export_is_importable_and_patches_a_fresh_model(optimized):
 
 
 def test_a_kernel_that_computes_something_else_is_refused_at_its_site(optimized, tmp_path):
-    _, package, env, _ = optimized
+    _, package, env, _, _ = optimized
     broken = tmp_path / "broken_kernels"
     subprocess.run(["cp", "-r", str(package), str(broken)], check=True)
     kernel = broken / "sub_gelu_mul_cumsum_mul.py"
@@ -120,3 +120,28 @@ def test_a_kernel_that_computes_something_else_is_refused_at_its_site(optimized,
     assert used["close"]  # the model's outputs are PyTorch's where the kernel disagrees
     (count,) = used["counts"]
     assert count["mismatches"] and count["calls"] == 0
+
+
+def test_the_bottleneck_table_shows_the_target_on_its_row(optimized):
+    from autokernel.engine.session_state import fold
+
+    events, _, _, _, _ = optimized
+    state = fold(events)
+    target = state.targets["sub_gelu_mul_cumsum_mul"]
+    row = state.rows[target.row]
+    assert row.kind == "other" and row.status == target.done and row.best_speedup == target.best_speedup
+    assert row.best_speedup is not None
+
+
+def test_a_resumed_session_goes_on_with_the_same_problem_and_seed(optimized):
+    events, _, env, _, (db, sid) = optimized
+    before = [e for e in events if isinstance(e, ev.CandidateWritten)]
+    run = _cli(["optimize", "--resume", sid, "--headless", "--max-experiments", "3", "--db", str(db)], env)
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    after = [e for _, e in Store(db).events(sid)]
+    logs = [e.message for e in after if isinstance(e, ev.Log)]
+    assert sum("asking Inductor for a seed" in m for m in logs) == 1  # planned and seeded once, in the first run
+    assert sum("is target sub_gelu_mul_cumsum_mul" in m for m in logs) == 1
+    written = [e for e in after if isinstance(e, ev.CandidateWritten)]
+    assert len(written) == len(before) + 1 and written[-1].target == "sub_gelu_mul_cumsum_mul"
+    assert [e.target for e in after if isinstance(e, ev.TargetStarted)] == ["sub_gelu_mul_cumsum_mul"]
