@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import os
 import queue
+import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Iterator
 
@@ -69,13 +69,14 @@ class WorkerPool:
         self.current: Any = self.workers[0]  # the worker of the experiment the engine thread is advancing
         self.inline = len(self.workers) == 1  # one worker: its calls run on the engine thread, as without a pool
         self._inbox: queue.Queue = queue.Queue()
-        self._threads: ThreadPoolExecutor | None = None
 
     def run(self, starts: Iterator[Experiment], hold: Callable[[], bool] = lambda: False) -> None:
         """Run the experiments `starts` yields, each on a free worker, until it is exhausted and every
         experiment has ended. `starts` is pulled only when a worker is free (it may wait out a pause, or
         stop by returning); `hold()` true keeps it unpulled while experiments are still running. An error
         raised by an experiment or by `starts` (StopLoop) is raised once the running ones have ended."""
+        if not self.workers:
+            raise WorkerLost("every worker of the pool was lost")
         free = deque(self.workers)
         running: set[int] = set()
         displaced: deque[_Job] = deque()  # calls whose worker was lost, waiting for another
@@ -164,9 +165,9 @@ class WorkerPool:
         if self.inline:
             self._execute(job)
             return
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=len(self.workers), thread_name_prefix="autokernel-pool")
-        self._threads.submit(self._execute, job)
+        # A daemon thread per call: a second Ctrl-C leaves at once rather than wait for a check to end.
+        threading.Thread(target=self._execute, args=(job,), name=f"autokernel-pool-{label_of(job.worker)}",
+                         daemon=True).start()
 
     def _execute(self, job: _Job) -> None:
         """The call on its worker (a pool thread, or inline); the answer goes to the engine thread's inbox."""
@@ -183,9 +184,6 @@ class WorkerPool:
         self._inbox.put(("done", job, value, None))
 
     def close(self) -> None:
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
-            self._threads = None
         for w in self.workers:
             try:
                 w.close()

@@ -224,6 +224,16 @@ def test_a_lost_worker_is_dropped_and_its_experiment_runs_on_another(tmp_path, m
     assert not [e for e in judged if e.status == "crash"]  # a lost worker is not the candidate's crash
 
 
+def test_a_pool_whose_every_worker_is_lost_fails_its_targets_not_the_session(tmp_path, monkeypatch):
+    store, sid = _fake_session(tmp_path, monkeypatch, "gone", [LostWorker("ray:a/gpu0"), LostWorker("ray:b/gpu1")])
+    events = list(store.iter_events(sid))
+    assert store.session(sid)["status"] == "completed"
+    assert [e.message for e in events if isinstance(e, ev.ErrorEvent)] == ["WorkerLost: every worker of the pool was lost"]
+    assert [(e.target, e.reason) for e in events if isinstance(e, ev.TargetDone)] == [("fakesoft", "failed")]
+    assert len([e for e in events if isinstance(e, ev.Log) and " lost: " in e.message]) == 2
+    assert not [e for e in events if isinstance(e, ev.Decision)]  # the starter stays undecided: a resume runs it
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--workers", "0"], "--workers must be a positive number or auto, not '0'"),
     (["--workers", "many"], "--workers must be a positive number or auto, not 'many'"),
