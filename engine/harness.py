@@ -152,7 +152,8 @@ def bind_candidate(spec: KernelSpec, loaded: Callable[..., Any]) -> Callable[...
     try:
         return spec.bind(loaded)
     except Exception as e:
-        raise CandidateError(f"building {spec.entry} raised {type(e).__name__}: {_first_line(e)}") from None
+        raise CandidateError(f"building {spec.entry} raised {type(e).__name__}: {_first_line(e)}"
+                             f"{sandbox.explain(e)}") from None
 
 
 def _first_line(e: BaseException) -> str:

@@ -215,6 +215,18 @@ def test_a_shell_through_libc_is_refused_by_seccomp(machine, worker, tmp_path):
     assert not marker.exists()
 
 
+def test_a_whole_problem_model_new_is_held_the_same_while_it_is_built(machine, worker, tmp_path):
+    need(machine, "processes", "seccomp")
+    marker = tmp_path / "shell-ran"
+    problem = Path(__file__).parent / "kernelbench_problems" / "level1" / "4_cumsum.py"
+    report = worker.check(str(fill(tmp_path, "model_new_shell.py", TARGET=marker)), kernel="problem",
+                          problem=str(problem), size="small")
+    bad = report.first_failure
+    assert bad is not None and (bad.name, bad.status) == ("smoke", "fail"), report.to_json()
+    assert bad.detail == f"building ModelNew raised PermissionError: [Errno 1] system() failed ({sandbox.REFUSED})"
+    assert not marker.exists()
+
+
 # -- the engine and the next candidate ----------------------------------------------------------------
 
 def test_after_the_attacks_the_same_worker_passes_a_good_candidate(worker, server, home, tmp_path):
