@@ -252,10 +252,12 @@ class Soak:
         if pid and self.runs:
             self.runs[-1].setdefault("workers", [])
             self.runs[-1]["workers"] = sorted(set(self.runs[-1]["workers"]) | set(workers))
-        size = sum(p.stat().st_size for p in self.out.glob("sessions.db*") if p.exists())
+        sizes = {p.name: p.stat().st_size for p in self.out.glob("sessions.db*") if p.exists()}
+        size = sum(sizes.values())
         written, decided = progress(self.db) if self.db.exists() else (0, 0)
         self.samples.append({"t": round(time.time() - self.t0, 1), "engine_rss_kb": rss_kb(pid) if pid else None,
                              "worker_rss_kb": [rss_kb(w) for w in workers], "db_bytes": size,
+                             "db_file_bytes": sizes.get("sessions.db", 0), "wal_bytes": sizes.get("sessions.db-wal", 0),
                              "written": written, "decided": decided, "run": len(self.runs)})
 
     # -- the run ----------------------------------------------------------------------------------
@@ -379,6 +381,8 @@ def markdown(r: dict) -> str:
         f"| workers left alive 10 s after their engine was killed | {sum(len(o['pids']) for o in r['orphaned_workers'])} |",
         f"| engine RSS at 5 min / max / last sample | {warm:.0f} / {max(rss):.0f} / {rss[-1]:.0f} MiB |" if rss else "| engine RSS | no sample |",
         f"| SQLite size (db+wal) first / last sample | {first.get('db_bytes', 0) / 1024:.0f} / {last.get('db_bytes', 0) / 1024:.0f} KiB |",
+        f"| of which the database file itself (the WAL is checkpointed into it every ~4 MB) | "
+        f"{first.get('db_file_bytes', 0) / 1024:.0f} / {last.get('db_file_bytes', 0) / 1024:.0f} KiB |",
         f"| clean stop at the end (SIGTERM) | exit {r['stop']['code']} after {r['stop']['seconds']} s |" if r["stop"] else "",
         "", "Faults injected per kind: " + ", ".join(f"{k} {v}" for k, v in sorted(r["faults_injected"].items())), "",
         "| at (s) | fault | detail | to the next experiment (s) |", "|---|---|---|---|",
