@@ -15,6 +15,7 @@ from pathlib import Path
 
 from autokernel.engine import events as ev
 from autokernel.engine.search_state import SearchState
+from autokernel.engine.standalone import Part, combine
 from autokernel.engine.store import Store
 from llm_support import llm_server  # noqa: F401  (a fixture)
 from problem_support import GOOD, MULTI, answer
@@ -97,4 +98,4 @@ def test_a_whole_problem_session_killed_mid_experiment_resumes_with_nothing_lost
     assert integration.correct and integration.detail.startswith("KernelBench check: 3/3 trials"), integration.detail
     assert integration.replaced[0]["candidate_id"] == target.best_id
     model_new = Path(re.search(r"ModelNew: (.+?\.py)", integration.detail).group(1))
-    assert target.best.source.strip() in model_new.read_text()
+    assert combine([Part("best", target.best.source)])[1][0] in model_new.read_text()  # its code, docstrings out
