@@ -4,13 +4,15 @@ and a kernel type is planned only where the patch routes a call of the model to 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 
-from autokernel.engine.cuda_inline import inline_cuda
+from autokernel.engine.cuda_inline import cuda_text, inline_cuda
 from autokernel.engine.kernel_patch import patch, routed_calls
 from autokernel.engine.model_new import write_model_new
 from autokernel.engine.routing import ROUTED, mark_routes, routable
@@ -118,6 +120,22 @@ def test_a_cuda_candidate_carries_its_source_for_load_inline(tmp_path):
     exec(compile(text, "<string>", "exec"), scope)  # KernelBench's loader for its CUDA backend
     model = scope["ModelNew"]()
     assert isinstance(model, scope["Model"]) and "reduce" in repr(model.kernel_stats)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.timeout(600)
+def test_the_inlined_cuda_text_compiles_without_an_include_path(tmp_path):
+    """The string load_inline gets: its kernels/include headers written in, comments out; nvcc compiles its
+    device code for sm_90a with the library's flags less the include path (the torch binding needs a GPU box)."""
+    from autokernel.kernels.cuda_build import INCLUDE_DIR, nvcc_flags
+
+    text = cuda_text(ROOT / "kernels" / "reduce" / "reduce.cu", INCLUDE_DIR)
+    assert '#include "' not in text and "//" not in text and "PYBIND11_MODULE" in text
+    (tmp_path / "inline.cu").write_text(text)
+    flags = [f for f in nvcc_flags("90") if not f.startswith("-I")]
+    run = subprocess.run([shutil.which("nvcc"), *flags, "-std=c++17", "-DAUTOKERNEL_NO_TORCH", "-c", "inline.cu",
+                          "-o", "inline.o"], cwd=tmp_path, capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 def test_clashing_names_are_kept_apart_and_references_follow():
