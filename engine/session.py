@@ -374,8 +374,13 @@ class OptimizeSession:
             if "others" in p:
                 if ctx.budget_reason():
                     return
-                subs = subgraph_targets.plan_subgraphs(self.config.model_path, device, self.config.size,
-                                                       self.state.profile.rows, p["others"], folder, log, dtype_name)
+                try:
+                    subs = subgraph_targets.plan_subgraphs(self.config.model_path, device, self.config.size,
+                                                           self.state.profile.rows, p["others"], folder, log,
+                                                           dtype_name)
+                except Exception as e:  # these targets are lost, never the session's kernel-type targets
+                    emit(ev.ErrorEvent(where="subgraph targets", message=f"{type(e).__name__}: {e}"))
+                    subs = []
                 self._subgraphs = {s["kind"]: s for s in subs}
                 fresh = [s for s in subs if self.state.targets.get(s["kind"]) is None
                          or self.state.targets[s["kind"]].done is None]
