@@ -7,8 +7,9 @@ one is loaded from torch's extension cache (`TORCH_EXTENSIONS_DIR`, default
 `~/.cache/torch_extensions`) without recompiling.
 
 The nvcc flags are public (`nvcc_flags`) so the CPU-only compile test builds with exactly what the
-GPU build uses. They put `kernels/include/` on the include path: the headers there (ak_hopper.cuh, the
-Hopper building blocks) serve every source, and their text is part of every cache key.
+GPU build uses. They put `kernels/include/` on the include path: the headers there (the sources' shared
+helpers, their GEMM, the Hopper building blocks) serve every source, and their text is part of every
+cache key.
 """
 
 from __future__ import annotations

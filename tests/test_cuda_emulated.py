@@ -78,6 +78,8 @@ def build(name: str, out: Path) -> tuple[str, object]:
 @pytest.fixture(scope="module")
 def launchers(tmp_path_factory):
     out = tmp_path_factory.mktemp("cuda_emu")
+    for header in (ROOT / "kernels" / "include").glob("*.cuh"):  # the shared headers, found beside each .cpp
+        (out / header.name).write_text(emulated_source(header))
     names = [n for n in KERNEL_NAMES if (ROOT / "kernels" / n / f"{n}.cu").is_file()]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         return dict(zip(names, pool.map(lambda n: build(n, out), names)))

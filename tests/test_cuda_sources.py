@@ -1,15 +1,19 @@
-"""The CUDA C++ starters compile for Hopper (sm_90) with the flags the GPU build uses, without a GPU.
+"""The CUDA C++ starters compile for Hopper (sm_90a) and Ampere (sm_80) with the flags the GPU build uses,
+without a GPU.
 
-Two compiles, both with nvcc and `autokernel.kernels.cuda_build.nvcc_flags("90")` plus the defines
+The compiles, all with nvcc and `autokernel.kernels.cuda_build.nvcc_flags(arch)` plus the defines
 torch adds to every extension build:
-- each `.cu` alone with `-DAUTOKERNEL_NO_TORCH`: all device kernels, every dtype instantiation and
-  the raw-pointer launchers (plain CUDA headers only), to an object file;
+- each `.cu` alone with `-DAUTOKERNEL_NO_TORCH` for sm_90a: all device kernels, every dtype
+  instantiation and the raw-pointer launchers (plain CUDA headers only), to an object file; and
+  the same to PTX for sm_80, where the Hopper paths are left out;
 - the torch bindings of all nine with `-DAUTOKERNEL_BINDINGS_ONLY` (the device code left out, the
   launchers only declared) in one translation unit, each file included in its own namespace with
   the headers included once up front, because parsing torch's headers costs ~25 s per unit.
   This machine's CUDA toolkit has no cuBLAS/cuSPARSE headers and torch's CPU wheel no generated
   `cuda_cmake_macros.h`, so the sources use only the c10 CUDA stream/guard headers and this test
   defines `C10_CUDA_NO_CMAKE_CONFIGURE_FILE`.
+The sources share their helpers and the GEMM through kernels/include/ (on every build's include
+path); an exported package carries those headers with it.
 Also: importing each `starter_cuda.py` works without CUDA, and calling it says why it cannot run.
 """
 
@@ -29,12 +33,13 @@ import pytest
 import torch
 
 from autokernel.kernels import KERNEL_NAMES
-from autokernel.kernels.cuda_build import nvcc_flags
+from autokernel.kernels.cuda_build import INCLUDE_DIR, nvcc_flags
 
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 ARCH = "90"
+QUOTED_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"', re.M)
 
 
 def cu_sources() -> dict[str, Path]:
@@ -47,18 +52,36 @@ def torch_nvcc_defines() -> list[str]:
     return list(COMMON_NVCC_FLAGS)
 
 
-def nvcc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    cmd = [NVCC, *torch_nvcc_defines(), *nvcc_flags(ARCH), "-std=c++17", *args]
+def nvcc(args: list[str], cwd: Path, arch: str = ARCH) -> subprocess.CompletedProcess:
+    cmd = [NVCC, *torch_nvcc_defines(), *nvcc_flags(arch), "-std=c++17", *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
+def with_headers(path: Path, seen: set[str] | None = None) -> str:
+    """A source's text with the kernels/include/ headers it includes written in, each once: what the
+    compiler reads."""
+    seen = set() if seen is None else seen
+
+    def expand(match: re.Match) -> str:
+        name = match.group(1)
+        if name in seen or not (INCLUDE_DIR / name).is_file():
+            return match.group(0)
+        seen.add(name)
+        return with_headers(INCLUDE_DIR / name, seen)
+
+    return QUOTED_INCLUDE.sub(expand, path.read_text())
+
+
 def combined_binding_unit(sources: dict[str, Path]) -> str:
-    """One translation unit holding every source's torch binding, each inside its own namespace."""
+    """One translation unit holding every source's torch binding, each inside its own namespace. The
+    system headers, and the shared headers the bindings include, come once up front (they guard
+    themselves with #pragma once, so inside a namespace they would be seen by the first source only)."""
     headers: list[str] = []
     for path in sources.values():
-        for match in re.finditer(r"^\s*#include\s+(<[^>]+>)", path.read_text(), re.M):
-            if match.group(1) not in headers:
-                headers.append(match.group(1))
+        text = path.read_text()
+        bindings = text[text.index("#ifndef AUTOKERNEL_NO_TORCH"):]
+        found = re.findall(r"^\s*#include\s+(<[^>]+>)", text, re.M) + [f'"{h}"' for h in QUOTED_INCLUDE.findall(bindings)]
+        headers += [h for h in found if h not in headers]
     lines = [f"#include {h}" for h in headers]
     for name, path in sources.items():
         lines += [
@@ -82,12 +105,17 @@ def compiled(tmp_path_factory):
     unit = out / "bindings.cu"
     unit.write_text(combined_binding_unit(sources))
 
-    jobs = {name: ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o")] for name, path in sources.items()}
-    jobs["<bindings>"] = [*torch_includes, "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DAUTOKERNEL_BINDINGS_ONLY", "-c", str(unit), "-o", str(out / "bindings.o")]
+    jobs = {name: (ARCH, ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o")])
+            for name, path in sources.items()}
+    # sm_80: PTX only (no ptxas), enough to show the sources compile without their Hopper paths.
+    jobs.update({f"{name}@sm80": ("80", ["-DAUTOKERNEL_NO_TORCH", "-ptx", str(path), "-o", str(out / f"{name}.sm80.ptx")])
+                 for name, path in sources.items()})
+    jobs["<bindings>"] = (ARCH, [*torch_includes, "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DAUTOKERNEL_BINDINGS_ONLY", "-c",
+                                 str(unit), "-o", str(out / "bindings.o")])
     # The bindings unit is by far the longest: start it first.
-    order = ["<bindings>", *sources]
+    order = ["<bindings>", *(j for j in jobs if j != "<bindings>")]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        futures = {name: pool.submit(nvcc, jobs[name], out) for name in order}
+        futures = {name: pool.submit(nvcc, jobs[name][1], out, jobs[name][0]) for name in order}
         return {name: f.result() for name, f in futures.items()}
 
 
@@ -107,6 +135,16 @@ def test_device_code_compiles_for_sm90(name, compiled):
         pytest.fail(f"kernels/{name}/{name}.cu is missing")
     result = compiled[name]
     assert result.returncode == 0, f"nvcc failed on {name}.cu:\n{result.stderr[-4000:]}"
+
+
+@needs_nvcc
+@COMPILE_TIMEOUT
+@pytest.mark.parametrize("name", KERNEL_NAMES)
+def test_device_code_compiles_for_sm80(name, compiled):
+    if f"{name}@sm80" not in compiled:
+        pytest.fail(f"kernels/{name}/{name}.cu is missing")
+    result = compiled[f"{name}@sm80"]
+    assert result.returncode == 0, f"nvcc failed on {name}.cu for sm_80:\n{result.stderr[-4000:]}"
 
 
 @needs_nvcc
@@ -183,7 +221,7 @@ def test_source_follows_the_house_contract(name):
     """Launch on torch's current stream, check the launch, bind through TORCH_EXTENSION_NAME."""
     path = KERNELS_DIR / name / f"{name}.cu"
     assert path.is_file(), f"{path} is missing"
-    text = path.read_text()
+    text = with_headers(path)
     assert "c10::cuda::getCurrentCUDAStream()" in text, "kernels must run on the caller's current stream"
     assert "cudaGetLastError()" in text
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME" in text
@@ -237,3 +275,63 @@ def test_only_hopper_builds_take_the_sm90a_paths():
     for arch in ("80", "89", "100"):
         flags = nvcc_flags(arch)
         assert f"-gencode=arch=compute_{arch},code=sm_{arch}" in flags and "-DAUTOKERNEL_SM90A" not in flags
+
+
+# Helpers every source used to carry a copy of; each is now defined once, in kernels/include/.
+SHARED_DEFINITIONS = {
+    "dtype_code": r"\bint dtype_code\(const at::Tensor&",
+    "check_input": r"\bvoid check_input\(const at::Tensor&",
+    "to_float": r"\bfloat to_float\(float v\)",
+    "from_float": r"\bT from_float\(float v\);",
+    "load_vec": r"\bvoid load_vec\(",
+    "store_vec": r"\bvoid store_vec\(",
+    "aligned16": r"\bbool aligned16\(",
+    "warp_sum": r"\bfloat warp_sum\(",
+    "row_sum": r"\bfloat row_sum\(",
+    "the GEMM": r"\bwmma_gemm_kernel\(",
+    "the Hopper GEMM": r"\bwgmma_gemm_kernel\(",
+}
+
+
+@pytest.mark.parametrize("helper", sorted(SHARED_DEFINITIONS))
+def test_shared_helpers_are_defined_once_in_the_headers(helper):
+    pattern = re.compile(SHARED_DEFINITIONS[helper])
+    files = sorted(KERNELS_DIR.glob("*/*.cu")) + sorted(INCLUDE_DIR.glob("*.cuh"))
+    defined_in = [p.relative_to(KERNELS_DIR).as_posix() for p in files if pattern.search(p.read_text())]
+    assert len(defined_in) == 1 and defined_in[0].startswith("include/"), f"{helper} is defined in {defined_in}"
+
+
+def test_an_export_carries_every_header_the_sources_include(tmp_path):
+    """An exported CUDA kernel builds from the package alone: the .cu files beside its starter and the
+    vendored build helper, whose include path is the package's own copy of kernels/include/. Every
+    header a source includes (and the headers those include) must be found there."""
+    import importlib.util
+
+    from autokernel.engine.export import vendor_cuda_build
+
+    vendor_cuda_build(tmp_path)
+    for path in cu_sources().values():
+        shutil.copy(path, tmp_path / path.name)
+    spec = importlib.util.spec_from_file_location("_vendored_cuda_build", tmp_path / "_cuda_build.py")
+    vendored = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vendored)
+    assert vendored.INCLUDE_DIR == tmp_path / "include"
+
+    pending = [tmp_path / p.name for p in cu_sources().values()]
+    needed: set[str] = set()
+    while pending:
+        for name in QUOTED_INCLUDE.findall(pending.pop().read_text()):
+            assert (vendored.INCLUDE_DIR / name).is_file(), f"{name} is not in the exported package"
+            if name not in needed:
+                needed.add(name)
+                pending.append(vendored.INCLUDE_DIR / name)
+    assert {"ak_vec.cuh", "ak_gemm.cuh", "ak_torch.cuh", "ak_hopper.cuh"} <= needed
+    if NVCC is None:
+        return
+    # The preprocessor agrees: every shared header a Hopper build of the raw launchers reads is the package's.
+    deps = subprocess.run([NVCC, "-M", "-std=c++17", *vendored.nvcc_flags(ARCH), "-DAUTOKERNEL_NO_TORCH",
+                           *(p.name for p in cu_sources().values())], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert deps.returncode == 0, deps.stderr[-3000:]
+    read = set(re.findall(r"(\S+/ak_\w+\.cuh)", deps.stdout))
+    assert read and all(Path(h).parent == vendored.INCLUDE_DIR for h in read), read

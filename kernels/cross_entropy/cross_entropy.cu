@@ -27,81 +27,14 @@ cudaError_t cross_entropy_launch(int dtype, const void* logits, const int64_t* t
                                  int64_t rows, int vocab, cudaStream_t stream);
 
 #ifndef AUTOKERNEL_BINDINGS_ONLY
+// kernels/include/:
+#include "ak_vec.cuh"  // to_float, from_float, load_vec, store_vec, aligned16, with_dtype(s)
+#include "ak_reduce.cuh"  // warp and row sums and maxima, exp_fast, kLog2e
+#include "ak_rows.cuh"  // the warp-per-row / block-per-row layout
+
 namespace {
 
-constexpr int kItems = 4;        // vectors a thread keeps in registers
-constexpr int kWarpRows = 4;     // rows per block in the warp-per-row layout
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-
-// Load/store the VEC consecutive elements of vector index idx as floats: 16-byte accesses when the
-// vector is a whole number of 16-byte chunks (the caller checked alignment), element by element
-// otherwise.
-template <typename T, int VEC>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, int64_t idx, float (&out)[VEC]) {
-  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
-    constexpr int kPer = 16 / sizeof(T);
-#pragma unroll
-    for (int c = 0; c < VEC / kPer; ++c) {
-      uint4 raw = reinterpret_cast<const uint4*>(p + idx * VEC)[c];
-      const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) out[c * kPer + k] = to_float(e[k]);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) out[k] = to_float(p[idx * VEC + k]);
-  }
-}
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// e^x as 2^(x * log2 e): a multiply and one MUFU.EX2 instead of expf's range reduction. The
-// argument is always a difference from a running max, so the extra rounding stays relative
-// (a few ulp on the result).
-constexpr float kLog2e = 1.4426950408889634f;
-__device__ __forceinline__ float exp_fast(float x) { return exp2f(x * kLog2e); }
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Reduce across the threads that own a row: one warp, or the whole block (warp shuffles, then
-// shared memory). Every thread of the row gets the result. Safe to call repeatedly.
-template <bool WARP_ROW>
-__device__ __forceinline__ float row_sum(float v) {
-  v = warp_sum(v);
-  if constexpr (WARP_ROW) return v;
-  __shared__ float partial[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  __syncthreads();  // the previous call's readers are done with `partial`
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  return warp_sum(lane < warps ? partial[lane] : 0.f);
-}
-
-template <bool WARP_ROW>
-__device__ __forceinline__ float row_max(float v) {
-  v = warp_max(v);
-  if constexpr (WARP_ROW) return v;
-  __shared__ float partial[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  __syncthreads();
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  return warp_max(lane < warps ? partial[lane] : -CUDART_INF_F);
-}
+using namespace ak;
 
 constexpr int64_t kIgnoreIndex = -100;  // F.cross_entropy's default: the row neither adds nor counts
 constexpr int kMeanThreads = 1024;
@@ -118,8 +51,7 @@ template <typename T, int VEC, bool WARP_ROW, bool WINDOW>
 __global__ void row_loss_kernel(const T* __restrict__ logits, const int64_t* __restrict__ targets,
                                 float* __restrict__ loss, float* __restrict__ valid, int64_t rows, int vocab) {
   const int lanes = WARP_ROW ? 32 : blockDim.x;
-  const int tid = WARP_ROW ? (threadIdx.x & 31) : threadIdx.x;
-  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * kWarpRows + (threadIdx.x >> 5) : int64_t(blockIdx.x);
+  const auto [tid, row] = row_thread<WARP_ROW>();
   if (row >= rows) return;  // whole warps leave together; in block mode row < rows always
   const int64_t start = row * int64_t(vocab);
   const T* xr = logits + start;
@@ -193,16 +125,9 @@ __global__ void mean_kernel(const float* __restrict__ loss, const float* __restr
 template <typename T, int VEC, bool WINDOW = false>
 cudaError_t launch_rows(const T* x, const int64_t* targets, float* loss, float* valid, int64_t rows, int vocab,
                         cudaStream_t stream) {
-  const int nvec = row_vectors<VEC, WINDOW>(vocab);  // the most any row reads
-  if (nvec <= 32 * kItems) {
-    const unsigned blocks = unsigned((rows + kWarpRows - 1) / kWarpRows);
-    row_loss_kernel<T, VEC, true, WINDOW><<<blocks, 32 * kWarpRows, 0, stream>>>(x, targets, loss, valid, rows, vocab);
-  } else {
-    int threads = (nvec + kItems - 1) / kItems;
-    threads = ((threads + 31) / 32) * 32;
-    threads = threads < 128 ? 128 : (threads > 1024 ? 1024 : threads);
-    row_loss_kernel<T, VEC, false, WINDOW><<<unsigned(rows), threads, 0, stream>>>(x, targets, loss, valid, rows, vocab);
-  }
+  const RowGrid grid = row_grid(rows, row_vectors<VEC, WINDOW>(vocab));  // the most any row reads
+  auto kernel = grid.warp_rows ? row_loss_kernel<T, VEC, true, WINDOW> : row_loss_kernel<T, VEC, false, WINDOW>;
+  kernel<<<grid.blocks, grid.threads, 0, stream>>>(x, targets, loss, valid, rows, vocab);
   return cudaGetLastError();
 }
 
@@ -224,13 +149,9 @@ cudaError_t cross_entropy_launch(int dtype, const void* logits, const int64_t* t
   float* loss = scratch;
   float* valid = scratch + rows;
   if (rows > 0) {
-    cudaError_t err;
-    switch (dtype) {
-      case 0: err = launch_typed<float>(logits, targets, loss, valid, rows, vocab, stream); break;
-      case 1: err = launch_typed<__half>(logits, targets, loss, valid, rows, vocab, stream); break;
-      case 2: err = launch_typed<__nv_bfloat16>(logits, targets, loss, valid, rows, vocab, stream); break;
-      default: return cudaErrorInvalidValue;
-    }
+    const cudaError_t err = with_dtype(dtype, [&](auto t) {
+      return launch_typed<decltype(t)>(logits, targets, loss, valid, rows, vocab, stream);
+    });
     if (err != cudaSuccess) return err;
   }
   mean_kernel<<<1, kMeanThreads, 0, stream>>>(loss, valid, out, rows);
@@ -239,41 +160,18 @@ cudaError_t cross_entropy_launch(int dtype, const void* logits, const int64_t* t
 #endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/utils/pybind.h>
-
-namespace {
-// The launcher's dtype code: 0 = float32, 1 = float16, 2 = bfloat16.
-int dtype_code(const at::Tensor& t, const char* what) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return 0;
-    case at::kHalf: return 1;
-    case at::kBFloat16: return 2;
-    default: TORCH_CHECK(false, what, ": unsupported dtype ", t.scalar_type(), " (float32, float16, bfloat16 only)");
-  }
-  return -1;
-}
-
-void check_input(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
-  TORCH_CHECK(t.is_contiguous(), what, " must be contiguous (call .contiguous() first)");
-}
-}  // namespace
+#include "ak_torch.cuh"  // kernels/include/: the torch headers and the bindings' checks (ak::dtype_code, ...)
 
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
-  check_input(logits, "cross_entropy: logits");
-  check_input(targets, "cross_entropy: targets");
+  ak::check_input(logits, "cross_entropy: logits");
+  ak::check_input(targets, "cross_entropy: targets");
   TORCH_CHECK(logits.dim() == 2, "cross_entropy: logits must be [rows, vocab], got ", logits.dim(), " dimensions");
   TORCH_CHECK(targets.scalar_type() == at::kLong, "cross_entropy: targets must be int64");
   TORCH_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: targets must be [rows]");
   TORCH_CHECK(targets.device() == logits.device(), "cross_entropy: targets on another device than logits");
   TORCH_CHECK(logits.size(1) > 0 && logits.size(1) < (int64_t(1) << 31), "cross_entropy: bad vocab size ",
               logits.size(1));
-  const int code = dtype_code(logits, "cross_entropy: logits");
+  const int code = ak::dtype_code(logits, "cross_entropy: logits");
   c10::cuda::CUDAGuard guard(logits.device());
   const int64_t rows = logits.size(0);
   at::Tensor scratch = at::empty({2 * rows}, logits.options().dtype(at::kFloat));
@@ -281,7 +179,7 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& targets) {
   cudaError_t err = cross_entropy_launch(code, logits.data_ptr(), targets.data_ptr<int64_t>(),
                                          scratch.data_ptr<float>(), out.data_ptr<float>(), rows, int(logits.size(1)),
                                          c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, "cross_entropy kernel launch failed: ", cudaGetErrorString(err));
+  ak::check_launch(err, "cross_entropy");
   return out;
 }
 

@@ -6,8 +6,8 @@
 // and not (causal blocks stop at the diagonal).
 // - Hopper (sm_90a build), fp16/bf16 with D = 64 or 128: TMA + wgmma, scores and output in
 //   registers, a producer warp and two consumer warpgroups per 128 query rows (see the sm90
-//   namespace below). H100, bf16, 4 x 32 heads x 4096 x 128: about 1.1x the Triton starter and
-//   0.9x PyTorch's SDPA (scripts/mma_probe.py; the bench page has the table).
+//   namespace below). Measured against the Triton starter and PyTorch's SDPA:
+//   docs/results/kernel_notes.md.
 // - Other GPUs, fp16/bf16 with D = 64 or 128: tensor cores through WMMA (mma.sync), 64 query rows per block
 //   (4 warps x 16 rows), 64-key tiles of K and V in shared memory; S = Q K^T and O += P V as WMMA
 //   16x16x16 products with fp32 accumulation; scores, probabilities and the fp32 output
@@ -16,7 +16,7 @@
 //   rows per block (4 per warp), one key per lane over 32-key tiles.
 // What it does not do, honestly: on Hopper, no overlap of a warpgroup's softmax with its own next
 // QK^T (FlashAttention-3's intra-warpgroup pipelining), no persistent scheduling, no fp8; the WMMA
-// path keeps scores and output in shared memory and runs at about a tenth of SDPA. Forward only.
+// path keeps scores and output in shared memory and runs far behind SDPA. Forward only.
 //
 // Layout: device code and a raw-pointer launcher first (plain CUDA, compiled on CPU-only machines by
 // the tests with -DAUTOKERNEL_NO_TORCH), then the torch binding.
@@ -38,32 +38,14 @@ cudaError_t flash_attention_launch(int dtype, const void* q, const void* k, cons
                                    int D, bool causal, cudaStream_t stream);
 
 #ifndef AUTOKERNEL_BINDINGS_ONLY
+// kernels/include/:
+#include "ak_vec.cuh"  // to_float, from_float, load_vec, store_vec, aligned16, with_dtype(s)
+#include "ak_reduce.cuh"  // warp and row sums and maxima, exp_fast, kLog2e
+
 namespace {
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+using namespace ak;
 
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kThreads = 128;  // 4 warps in both kernels
 
 // ---------------------------------------------------------------------------------------------
@@ -617,45 +599,17 @@ cudaError_t flash_attention_launch(int dtype, const void* q, const void* k, cons
                                    int D, bool causal, cudaStream_t stream) {
   if (bh == 0 || S == 0) return cudaSuccess;
   if (D < 1 || D > 256) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case 0: return launch_typed<float>(q, k, v, o, bh, S, D, causal, stream);
-    case 1: return launch_typed<__half>(q, k, v, o, bh, S, D, causal, stream);
-    case 2: return launch_typed<__nv_bfloat16>(q, k, v, o, bh, S, D, causal, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_dtype(dtype, [&](auto t) { return launch_typed<decltype(t)>(q, k, v, o, bh, S, D, causal, stream); });
 }
 #endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/utils/pybind.h>
-
-namespace {
-// The launcher's dtype code: 0 = float32, 1 = float16, 2 = bfloat16.
-int dtype_code(const at::Tensor& t, const char* what) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return 0;
-    case at::kHalf: return 1;
-    case at::kBFloat16: return 2;
-    default: TORCH_CHECK(false, what, ": unsupported dtype ", t.scalar_type(), " (float32, float16, bfloat16 only)");
-  }
-  return -1;
-}
-
-void check_input(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
-  TORCH_CHECK(t.is_contiguous(), what, " must be contiguous (call .contiguous() first)");
-}
-}  // namespace
+#include "ak_torch.cuh"  // kernels/include/: the torch headers and the bindings' checks (ak::dtype_code, ...)
 
 at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal) {
-  check_input(q, "flash_attention: q");
-  check_input(k, "flash_attention: k");
-  check_input(v, "flash_attention: v");
+  ak::check_input(q, "flash_attention: q");
+  ak::check_input(k, "flash_attention: k");
+  ak::check_input(v, "flash_attention: v");
   TORCH_CHECK(q.dim() == 4, "flash_attention: q must be [batch, heads, seq, head_dim], got ", q.dim(), "-D");
   TORCH_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(), "flash_attention: q, k and v must have one shape");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
@@ -665,13 +619,13 @@ at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::T
   TORCH_CHECK(D >= 1 && D <= 256, "flash_attention: head_dim must be in 1..256, got ", D);
   TORCH_CHECK(S <= int64_t(65535) * 16 && q.size(0) * q.size(1) < (int64_t(1) << 31),
               "flash_attention: sizes too large");
-  const int code = dtype_code(q, "flash_attention: q");
+  const int code = ak::dtype_code(q, "flash_attention: q");
   c10::cuda::CUDAGuard guard(q.device());
   at::Tensor o = at::empty_like(q);
   cudaError_t err = flash_attention_launch(code, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                                            q.size(0) * q.size(1), int(S), int(D), causal,
                                            c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, "flash_attention kernel launch failed: ", cudaGetErrorString(err));
+  ak::check_launch(err, "flash_attention");
   return o;
 }
 

@@ -21,57 +21,12 @@ cudaError_t rotary_launch(int dtype, int table_dtype, const void* x, const void*
                           int64_t rows, int seq, int dim, cudaStream_t stream);
 
 #ifndef AUTOKERNEL_BINDINGS_ONLY
+// kernels/include/:
+#include "ak_vec.cuh"  // to_float, from_float, load_vec, store_vec, aligned16, with_dtype(s)
+
 namespace {
 
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_float(float v);
-template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-// Load/store the VEC consecutive elements of vector index idx as floats: 16-byte accesses when the
-// vector is a whole number of 16-byte chunks (the caller checked alignment), element by element
-// otherwise.
-template <typename T, int VEC>
-__device__ __forceinline__ void load_vec(const T* __restrict__ p, int64_t idx, float (&out)[VEC]) {
-  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
-    constexpr int kPer = 16 / sizeof(T);
-#pragma unroll
-    for (int c = 0; c < VEC / kPer; ++c) {
-      uint4 raw = reinterpret_cast<const uint4*>(p + idx * VEC)[c];
-      const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) out[c * kPer + k] = to_float(e[k]);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) out[k] = to_float(p[idx * VEC + k]);
-  }
-}
-
-template <typename T, int VEC>
-__device__ __forceinline__ void store_vec(T* __restrict__ p, int64_t idx, const float (&in)[VEC]) {
-  if constexpr ((VEC * sizeof(T)) % 16 == 0) {
-    constexpr int kPer = 16 / sizeof(T);
-#pragma unroll
-    for (int c = 0; c < VEC / kPer; ++c) {
-      uint4 raw;
-      T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) e[k] = from_float<T>(in[c * kPer + k]);
-      reinterpret_cast<uint4*>(p + idx * VEC)[c] = raw;
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) p[idx * VEC + k] = from_float<T>(in[k]);
-  }
-}
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+using namespace ak;
 
 // out = x * cos + rotate_half(x) * sin over the last dim D, rotate_half(x) = cat(-x[D/2:], x[:D/2]).
 // Each thread owns VEC elements of the first half and the matching VEC of the second half of one
@@ -144,49 +99,19 @@ cudaError_t rotary_launch(int dtype, int table_dtype, const void* x, const void*
                           int64_t rows, int seq, int dim, cudaStream_t stream) {
   if (rows == 0 || dim == 0) return cudaSuccess;
   if (dim % 2 != 0 || seq <= 0) return cudaErrorInvalidValue;
-  const bool cf = table_dtype == 0;
-  if (!cf && table_dtype != dtype) return cudaErrorInvalidValue;
-  switch (dtype) {
-    case 0: return launch_typed<float, float>(x, cos, sin, out, rows, seq, dim, stream);
-    case 1: return cf ? launch_typed<__half, float>(x, cos, sin, out, rows, seq, dim, stream)
-                      : launch_typed<__half, __half>(x, cos, sin, out, rows, seq, dim, stream);
-    case 2: return cf ? launch_typed<__nv_bfloat16, float>(x, cos, sin, out, rows, seq, dim, stream)
-                      : launch_typed<__nv_bfloat16, __nv_bfloat16>(x, cos, sin, out, rows, seq, dim, stream);
-    default: return cudaErrorInvalidValue;
-  }
+  return with_dtypes(dtype, table_dtype, [&](auto t, auto ct) {
+    return launch_typed<decltype(t), decltype(ct)>(x, cos, sin, out, rows, seq, dim, stream);
+  });
 }
 #endif  // AUTOKERNEL_BINDINGS_ONLY
 
 #ifndef AUTOKERNEL_NO_TORCH
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/utils/pybind.h>
-
-namespace {
-// The launcher's dtype code: 0 = float32, 1 = float16, 2 = bfloat16.
-int dtype_code(const at::Tensor& t, const char* what) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return 0;
-    case at::kHalf: return 1;
-    case at::kBFloat16: return 2;
-    default: TORCH_CHECK(false, what, ": unsupported dtype ", t.scalar_type(), " (float32, float16, bfloat16 only)");
-  }
-  return -1;
-}
-
-void check_input(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.is_cuda(), what, " must be a CUDA tensor");
-  TORCH_CHECK(t.is_contiguous(), what, " must be contiguous (call .contiguous() first)");
-}
-}  // namespace
+#include "ak_torch.cuh"  // kernels/include/: the torch headers and the bindings' checks (ak::dtype_code, ...)
 
 at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  check_input(x, "rotary_embedding: x");
-  check_input(cos, "rotary_embedding: cos");
-  check_input(sin, "rotary_embedding: sin");
+  ak::check_input(x, "rotary_embedding: x");
+  ak::check_input(cos, "rotary_embedding: cos");
+  ak::check_input(sin, "rotary_embedding: sin");
   TORCH_CHECK(x.dim() >= 2, "rotary_embedding: x must be [..., seq, dim]");
   const int64_t seq = x.size(-2), dim = x.size(-1);
   TORCH_CHECK(dim % 2 == 0, "rotary_embedding: the last dimension must be even, got ", dim);
@@ -194,8 +119,8 @@ at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& cos, const at
               "rotary_embedding: cos and sin must be [seq, dim] = [", seq, ", ", dim, "]");
   TORCH_CHECK(cos.device() == x.device() && sin.device() == x.device(), "rotary_embedding: cos/sin on another device");
   TORCH_CHECK(seq < (int64_t(1) << 31) && dim < (int64_t(1) << 31), "rotary_embedding: sizes too large");
-  const int code = dtype_code(x, "rotary_embedding: x");
-  const int ccode = dtype_code(cos, "rotary_embedding: cos");
+  const int code = ak::dtype_code(x, "rotary_embedding: x");
+  const int ccode = ak::dtype_code(cos, "rotary_embedding: cos");
   TORCH_CHECK(sin.scalar_type() == cos.scalar_type(), "rotary_embedding: sin must have cos's dtype");
   TORCH_CHECK(ccode == code || ccode == 0, "rotary_embedding: cos/sin must have x's dtype or float32");
   c10::cuda::CUDAGuard guard(x.device());
@@ -203,7 +128,7 @@ at::Tensor rotary_embedding(const at::Tensor& x, const at::Tensor& cos, const at
   const int64_t rows = dim == 0 ? 0 : x.numel() / dim;
   cudaError_t err = rotary_launch(code, ccode, x.data_ptr(), cos.data_ptr(), sin.data_ptr(), out.data_ptr(), rows,
                                   int(seq), int(dim), c10::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(err == cudaSuccess, "rotary_embedding kernel launch failed: ", cudaGetErrorString(err));
+  ak::check_launch(err, "rotary_embedding");
   return out;
 }
 
