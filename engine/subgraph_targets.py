@@ -29,6 +29,9 @@ MAX_TARGETS = {"cpu": 2, "cuda": 8}  # seeding runs Inductor's code generation: 
 SEED_TIMEOUT_S = {"cpu": 240.0, "cuda": 600.0}  # one seed's code generation
 MIN_SHARE = 0.01  # on a GPU, a row under this share of the forward is not worth a capture, a seed and a search
 PLAN_FILE = "plan.json"
+# A seed inlines the problem's saved parameters and masks (it runs from anywhere), and the store keeps every
+# candidate's source: a row whose saved values are larger would fill the store with copies of them.
+MAX_SAVED_BYTES = 8 * 2**20
 
 
 def is_subgraph(name: str) -> bool:
@@ -154,13 +157,18 @@ def _extract(model_path: str, device: str, size: str | None, rows: list[dict], o
                 "ones stay as they are")
             break
         name = target_name(cand.ops, taken)
-        taken.add(name)
-        claimed.update(cand.nodes)
         try:
             ex = subgraph.write_problem(cap, cand, folder / f"{name}.py", Path(model_path).name)
         except subgraph.SubgraphError as e:
             log(f"skipping row {i + 1} ({row.get('name')}): {e}")
             continue
+        kept = ex.saved.stat().st_size if ex.saved else 0
+        if kept > MAX_SAVED_BYTES:
+            log(f"skipping row {i + 1} ({row.get('name')}): its saved values take {kept / 2**20:.0f} MiB, and every "
+                f"candidate of a problem carries them inline (at most {MAX_SAVED_BYTES / 2**20:.0f} MiB)")
+            continue
+        taken.add(name)
+        claimed.update(cand.nodes)
         log(f"row {i + 1} ({row.get('name')}) is target {name}: nodes {cand.name} "
             f"({' + '.join(cand.ops)}) as a problem")
         problems.append({"kind": name, "row": i, "shape": {}, "backend": "triton", "problem": str(ex.path),

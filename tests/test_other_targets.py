@@ -145,3 +145,32 @@ def test_a_resumed_session_goes_on_with_the_same_problem_and_seed(optimized):
     written = [e for e in after if isinstance(e, ev.CandidateWritten)]
     assert len(written) == len(before) + 1 and written[-1].target == "sub_gelu_mul_cumsum_mul"
     assert [e.target for e in after if isinstance(e, ev.TargetStarted)] == ["sub_gelu_mul_cumsum_mul"]
+
+
+def test_planning_grows_rows_into_chains_no_two_targets_share_a_node(tmp_path):
+    """The mixed model's real profile: rows of no kernel type become problems (at most the CPU's bound), none
+    holding an operator of a kernel-type row or a node of another target; the plan is read back, not redone."""
+    from autokernel.engine import subgraph_targets
+    from autokernel.engine.model_loading import load_model
+    from autokernel.engine.profiling import profile_model
+    from autokernel.engine.session import dtype_name, plan_targets, row_dict
+
+    mixed = Path(__file__).parent / "data" / "subgraph" / "mixed_model.py"
+    rows = [row_dict(r) for r in profile_model(load_model(mixed, "cpu"), warmup=1, iters=2).rows]
+    others: list[int] = []
+    known = plan_targets(rows, "triton", lambda m: None, "cpu", others)
+    assert others and all(rows[i]["kind"] == "other" for i in others) and known
+    lines: list[str] = []
+    plan = subgraph_targets.plan_subgraphs(str(mixed), "cpu", None, rows, others, tmp_path, lines.append, dtype_name)
+    assert 1 <= len(plan) <= subgraph_targets.MAX_TARGETS["cpu"], lines
+    known_ops = {r["name"] for r in rows if r["kind"] != "other"}
+    nodes = [set(p["nodes"].split("+")) for p in plan]
+    for p, members in zip(plan, nodes):
+        assert p["kind"].startswith("sub_") and p["kind"].isidentifier() and p["row"] in others
+        source = Path(p["problem"]).read_text()
+        assert "SUBGRAPH = " in source and "def kernel_fn(" in source
+        assert not known_ops & set(re.findall(r"aten::\w+", source.split('"""')[1]))
+        assert all(not members & other for other in nodes if other is not members)
+    again = subgraph_targets.plan_subgraphs("no such model", "cpu", None, rows, others, tmp_path, lines.append,
+                                            dtype_name)
+    assert again == plan
