@@ -30,6 +30,7 @@ from tui_support import sync, text_of
 
 TINY = Path(__file__).parent / "data" / "tiny_softmax.py"
 
+REAL_SESSION = pytest.mark.timeout(900)  # real worker processes under Triton's interpreter, on a shared box
 EXPERIMENT_EVENTS = (ev.CandidateWritten, ev.StageResult, ev.BenchResult, ev.AwaitingApproval, ev.Decision)
 
 
@@ -72,6 +73,7 @@ def _worker_processes(parent: int) -> list[tuple[int, int]]:
     return sorted(((-int(age), int(pid)) for age, pid, args in found if "autokernel.engine.worker" in args))
 
 
+@REAL_SESSION
 def test_two_workers_run_a_rounds_variants_side_by_side(tmp_path):
     proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "4")
     try:
@@ -103,6 +105,7 @@ def test_two_workers_run_a_rounds_variants_side_by_side(tmp_path):
     assert {w["worker"]: w["device"] for w in row["summary"]["workers"]} == {"cpu0": "cpu", "cpu1": "cpu"}
 
 
+@REAL_SESSION
 def test_a_worker_killed_mid_experiment_is_replaced_and_the_session_completes(tmp_path):
     proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "5")
     try:
@@ -232,6 +235,29 @@ def test_a_pool_whose_every_worker_is_lost_fails_its_targets_not_the_session(tmp
     assert [(e.target, e.reason) for e in events if isinstance(e, ev.TargetDone)] == [("fakesoft", "failed")]
     assert len([e for e in events if isinstance(e, ev.Log) and " lost: " in e.message]) == 2
     assert not [e for e in events if isinstance(e, ev.Decision)]  # the starter stays undecided: a resume runs it
+
+
+def test_auto_is_one_worker_per_visible_gpu_each_seeing_only_its_own(monkeypatch):
+    from autokernel.engine.errors import UserError
+    from autokernel.engine.pool import make_workers, worker_count
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    pool = make_workers("cuda", "auto")
+    assert [(w.label, w.device_id, w.visible_device) for w in pool] == [("gpu2", "cuda:2", "2"), ("gpu5", "cuda:5", "5")]
+    assert worker_count("auto", "cpu") == 1 and worker_count("3", "cpu") == 3
+    with pytest.raises(UserError, match="--workers 3 needs 3 GPUs and this machine shows 2"):
+        worker_count("3", "cuda")
+    (one,) = make_workers("cuda", "1")  # one GPU: the worker as it always was, all GPUs visible
+    assert (one.label, one.device_id, one.visible_device) == ("cuda", "cuda", None)
+
+
+def test_ray_without_its_extra_says_how_to_install_it(monkeypatch):
+    from autokernel.engine.errors import UserError
+    from autokernel.engine.pool import make_workers
+
+    monkeypatch.setitem(sys.modules, "autokernel.engine.ray_workers", None)  # as if Ray were not installed
+    with pytest.raises(UserError, match=r"pip install 'autokernel-tui\[ray\]'"):
+        make_workers("cpu", "auto", ray="auto")
 
 
 @pytest.mark.parametrize("flags, message", [
