@@ -45,7 +45,8 @@ NOTES = (
     "submodules in the same order so the weights agree. `__init__` may create parameters with torch ops; "
     "`forward` must launch your own kernel(s) and may only allocate, view and copy with torch (no torch math, "
     "no calls to the problem's PyTorch ops, no torch.compile, no .item()), and must not change its inputs. "
-    "Do not import the problem file: the harness gives ModelNew the problem's inputs."
+    "Do not import the problem file: the harness gives ModelNew the problem's inputs. KernelBench's static "
+    "check rejects a file with try/except, a `pass` statement, threads or a tensor subclass: write none."
 )
 
 

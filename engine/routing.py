@@ -13,12 +13,16 @@ from typing import Any, Callable
 ROUTED = "routed_calls"  # the profile row's key: calls of one forward the patch routes to the row's kind
 
 
-def routed_calls(model: Any, inputs: list) -> dict[str, int]:
+def routed_calls(model: Any, inputs: list) -> dict[str, int] | None:
     """{kind: calls of one forward of `model(*inputs)` the patch routes to that kind}; patches `model` in
-    place (pass one that is thrown away after)."""
+    place (pass one that is thrown away after). None when the probe's forward fails (the model ran when
+    profiled, so the patch's probe is at fault): nothing is known, and the plan is left as it is."""
     from .kernel_patch import routed_calls as probe
 
-    return probe(model, inputs)
+    try:
+        return probe(model, inputs)
+    except Exception:
+        return None
 
 
 def mark_routes(rows: list[dict], counts: dict[str, int] | None) -> list[dict]:

@@ -15,6 +15,7 @@ import torch.nn as nn
 from autokernel.engine.cuda_inline import cuda_text, inline_cuda
 from autokernel.engine.kernel_patch import patch, routed_calls
 from autokernel.engine.model_new import write_model_new
+from autokernel.engine import routing
 from autokernel.engine.routing import ROUTED, mark_routes, routable
 from autokernel.engine.standalone import Part, combine
 from autokernel.engine.static_check import static_problems
@@ -163,6 +164,8 @@ def test_routes_count_what_the_patch_will_take():
     counts = routed_calls(_Mixed(), [torch.randn(3, 6)])
     assert counts["reduce"] == 2 and counts["softmax"] == 1 and counts["layernorm"] == 0
 
+    assert routing.routed_calls(_Sums(), [torch.randn(4)]) is None  # the probe failed: nothing known, no row marked
+    assert mark_routes([{"kind": "reduce"}], None) == [{"kind": "reduce"}]
     rows = mark_routes([{"kind": "reduce"}, {"kind": "softmax"}, {"kind": "other"}],
                        routed_calls(_Sums(), [torch.randn(4, 5, 6)]))
     assert rows[0][ROUTED] == 0 and rows[1][ROUTED] == 0 and ROUTED not in rows[2]
