@@ -42,7 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hear_sigint() -> None:
+    """A shell starts a background job (`cmd &`, nohup, CI runners) with SIGINT ignored, and Python then
+    leaves it ignored: `kill -INT` would not stop a session cleanly. An explicit SIGINT always means stop."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _hear_sigint()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):

@@ -20,13 +20,19 @@ def get_init_inputs():
 """
 
 
+def _as_a_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell does to `cmd &`, nohup and CI runners
+
+
 def test_ctrl_c_names_the_resume_command_with_the_session_id(tmp_path):
+    """Started the way a shell starts a background job (SIGINT ignored), so `kill -INT` must still stop it."""
     (tmp_path / "tiny.py").write_text(TINY)
     db = tmp_path / "s.db"
     env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(tmp_path / "tiny.py"),
                              "--headless", "--device", "cpu", "--max-experiments", "3", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_as_a_background_job)
     try:
         first = proc.stdout.readline()  # printed once the session exists (its id is known from then on)
         assert first.startswith("session started:"), first + proc.stderr.read()[-2000:]
