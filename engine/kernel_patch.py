@@ -2,7 +2,8 @@
 
 Standalone on purpose: this file imports nothing but torch, because `autokernel export` copies it
 verbatim into the exported package (as `_patch.py`), so the exported `patch(model)` behaves exactly
-as the integration that was checked.
+as the integration that was checked; a KernelBench ModelNew carries it inline (engine/model_new.py),
+and the planner asks it which kernel types a model's calls reach (`routed_calls`, engine/routing.py).
 
 Two ways in:
 - module replacement: the `forward` of a module whose job is one kernel type is replaced: RMSNorm

@@ -1,16 +1,18 @@
 """A KernelBench solution: `ModelNew`, the problem's `Model` with the kept kernels swapped in.
 
-Parent side, `write_model_new`: beside the kernel files the integration wrote, a standalone
-`model_new.py` (torch, triton and `_patch.py`, a verbatim copy of `kernel_patch.py`; no autokernel
-import) that a user can run the KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. When the
-kept best is a whole-problem candidate (target `problem`, `engine/problem_spec.py`), `model_new.py` is
-that candidate's own file with the problem's source copied in: self-contained, nothing loaded by path.
+Parent side, `write_model_new`: one self-contained `model_new.py` (needs torch and triton, imports no
+autokernel, looks up no file) that KernelBench's loaders and static check accept and a user runs the
+KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. For kept kernels it holds the problem's
+code, `kernel_patch.py` and each kernel's source (a CUDA one's `.cu` text built by `load_inline`); for a
+whole-problem candidate (target `problem`, `engine/problem_spec.py`), that candidate's code and the
+problem's. The kernel files beside it are the integration's record, never loaded by it.
 
 Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
 same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
 several trials of fresh `get_inputs()`, every output within atol = rtol = 1e-2 elementwise (like
 `torch.allclose`; a Model that returns several tensors has each compared, named by position); then
-times `ModelNew` against `Model` in eager mode and under torch.compile.
+times `ModelNew` against `Model` in eager mode and under torch.compile. The file's text is held to
+KernelBench's static rules too (`engine/static_check.py`): a file it would reject is not correct.
 """
 
 from __future__ import annotations
