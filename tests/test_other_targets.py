@@ -19,6 +19,9 @@ from autokernel.engine import events as ev
 from autokernel.engine.store import Store
 
 MODEL = Path(__file__).parent / "data" / "other_targets" / "gelu_cumsum.py"
+# One real session (an Inductor seed, worker and integration subprocesses under Triton's interpreter, the
+# integration's torch.compile) behind the first test: minutes on a shared CPU box.
+pytestmark = pytest.mark.timeout(900)
 
 USE_EXPORT = """
 import sys
