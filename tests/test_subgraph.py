@@ -140,7 +140,8 @@ def test_extract_command(tmp_path, capsys):
     assert out.exists() and out.with_suffix(".pt").exists() and "wrote" in capsys.readouterr().err
     assert main(["extract", str(MIXED), "--row", "1", "-o", str(tmp_path / "row.py"), "--json"]) == 0
     chosen = json.loads(capsys.readouterr().out)
-    assert chosen["chosen_by"].startswith("row 1 (") and chosen["candidate"]["anchor_op"] in chosen["chosen_by"]
+    row_op = chosen["chosen_by"].removeprefix("row 1 (").split(",")[0]
+    assert chosen["chosen_by"].startswith("row 1 (") and row_op in chosen["candidate"]["ops"]
     bad = {
         ("--node", "nope", "-o", str(out)): "no node or chain named 'nope'",
         ("--row", "0", "-o", str(out)): "--row counts from 1",

@@ -2,7 +2,8 @@
 a standalone KernelBench problem (engine/subgraph.py), so that any profile row can become a target.
 
 `--list` shows the candidates (single nodes, then chains) with their operators and shapes; `--node` takes a
-name from that list; `--row N` profiles the model and takes the largest candidate that row stands for.
+name from that list; `--row N` profiles the model and takes the chain an optimize session would search for
+that row (the largest around its nodes with no operator of a kernel-type row; engine/subgraph_targets.py).
 Exit 0 on success, 2 for bad input.
 """
 
@@ -30,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _pick(args: argparse.Namespace, loaded, cands: list) -> tuple:
     """(candidate, how it was chosen) for --node or --row."""
     from .. import subgraph
+    from ..subgraph_targets import choose
 
     if args.node:
         try:
@@ -48,7 +50,10 @@ def _pick(args: argparse.Namespace, loaded, cands: list) -> tuple:
     hits = subgraph.match_row(cands, row)
     if not hits:
         raise UserError(f"row {args.row} ({row.name}) matches no node of the captured graph")
-    return hits[0], f"row {args.row} ({row.name}, {len(hits)} candidate(s))"
+    # The chain an optimize session would search for this row (grown around it, no kernel-type row's op).
+    known = {r.name for r in result.rows if r.kind != "other" and r.name.startswith("aten::")}
+    grown = choose(cands, row.to_json(), set(), known)
+    return grown or hits[0], f"row {args.row} ({row.name}, {len(hits)} candidate(s))"
 
 
 def run(args: argparse.Namespace) -> int:
