@@ -25,6 +25,7 @@ import os
 import platform
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -32,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from soak_ledger import PRINTED, account, decision_times, integrity, mid_experiment, progress  # noqa: E402
+from soak_ledger import (PRINTED, account, connect_ro, decision_times, integrity, mid_experiment,  # noqa: E402
+                         progress)
 from soak_llm import LLM_FAULTS, SoakLLM  # noqa: E402
 
 # Faults per 30 minutes (the engine kills: twice per soak, whatever its length).
@@ -124,6 +126,8 @@ def alive(pid: int) -> bool:
 
 
 class Soak:
+    """One soak: the engine processes it starts and resumes, the faults it injects, the samples it takes."""
+
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.out = Path(args.out).resolve()
@@ -178,10 +182,6 @@ class Soak:
                           "log": log.name})
 
     def _session_of_run(self) -> str | None:
-        import sqlite3
-
-        from soak_ledger import connect_ro
-
         try:
             with connect_ro(self.db) as conn:
                 row = conn.execute("SELECT id FROM sessions WHERE kind='optimize' ORDER BY created DESC, id DESC "
@@ -206,8 +206,8 @@ class Soak:
         self._reap_orphans(run)
 
     def _reap_orphans(self, run: dict) -> None:
-        """Workers of a killed engine outlive it (their own session): count those still alive a while
-        later and end them, by pid."""
+        """Workers run in a session of their own, so a killed engine's death signals none of them: each
+        should end once its pipe breaks. Count those still alive 10 s later, and end them, by pid."""
         pids = run.get("workers", [])
         if not pids:
             return
