@@ -15,6 +15,7 @@ import logging
 import os
 import queue
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -117,10 +118,11 @@ class RayWorker:
     """The engine's handle on one `WorkerHost` actor: `check`, `bench`, `close`, `device`, `label`,
     as `Worker` has them; a lost actor raises `WorkerLost`."""
 
-    def __init__(self, actor: Any, device: str, label: str):
+    def __init__(self, actor: Any, device: str, label: str, device_id: str | None = None):
         self._actor = actor
         self.device = device
         self.label = label
+        self.device_id = device_id or device  # "cuda:1": the GPU Ray gave the actor, on the node the label names
         self.restarts = 0  # the actor's worker processes started after its first
         self.lost = ""  # why this worker can no longer be used, once it cannot
         self._busy = False
@@ -249,17 +251,28 @@ def connect(address: str, device: str, count: int | None = None) -> None:
     ray = _import_ray()
     if ray.is_initialized():
         return
-    quiet = {"log_to_driver": False, "configure_logging": False}  # candidates' output must not reach the TUI
+    # Neither the actors' output nor Ray's own warnings may reach the TUI's screen: Ray's loggers keep
+    # their records for the app's handlers, and Ray's SIGTERM handler must not replace the engine's.
+    quiet = {"log_to_driver": False, "configure_logging": False}
     _reachable(address)
+    for name in ("ray", "ray._private"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+    on_term = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     try:
         if address == "local":
             cpus = count if device == "cpu" and count else os.cpu_count() or 1
-            ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=200 * 1024 * 1024, **quiet)
+            # address="local": a new cluster of its own, even where another runs here (None would join that one)
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False,
+                     object_store_memory=200 * 1024 * 1024, **quiet)
         else:
             ray.init(address=address, **quiet)
     except Exception as e:  # ConnectionError, ValueError, RuntimeError: all mean "no cluster there"
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UserError(f"could not join the Ray cluster at {address!r}: {first}") from None
+    finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
+        logging.getLogger("ray").addHandler(logging.NullHandler())  # ray.init cleared the one above
 
 
 def ray_workers(address: str, device: str, count: int | None = None, start_timeout: float = START_TIMEOUT_S,
@@ -302,11 +315,9 @@ def ray_workers(address: str, device: str, count: int | None = None, start_timeo
     per_node: Counter = Counter()
     workers = []
     for i, ip, gpus in placed:
-        if device == "cuda":
-            slot = f"gpu{gpus[0] if gpus else per_node[ip]}"
-        else:
-            slot = f"cpu{per_node[ip]}"
+        k = (gpus[0] if gpus else per_node[ip]) if device == "cuda" else per_node[ip]
         per_node[ip] += 1
-        workers.append(RayWorker(actors[i], device, f"ray:{ip}/{slot}"))
+        slot = f"{'gpu' if device == 'cuda' else 'cpu'}{k}"
+        workers.append(RayWorker(actors[i], device, f"ray:{ip}/{slot}", f"cuda:{k}" if device == "cuda" else device))
     log.info("Ray workers: %s", ", ".join(w.label for w in workers))
     return workers

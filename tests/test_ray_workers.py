@@ -92,7 +92,7 @@ def _stages(report):
 
 def test_a_starter_through_an_actor_gets_the_local_workers_verdict_and_timing(workers):
     (rw,) = workers(1)
-    assert rw.device == "cpu" and rw.label.startswith("ray:") and rw.label.endswith("/cpu0")
+    assert rw.device == rw.device_id == "cpu" and rw.label.startswith("ray:") and rw.label.endswith("/cpu0")
     remote_seen, local_seen = [], []
     remote = rw.check(SOFTMAX_STARTER, kernel="softmax", on_stage=lambda *a: remote_seen.append(a[:3]))
     with Worker(device="cpu") as w:
@@ -271,3 +271,68 @@ def test_a_source_file_lands_on_one_path_per_content(tmp_path):
     assert a.place(tmp_path) == a.place(tmp_path) and a.place(tmp_path).read_text() == "x = 1\n"
     b = SourceFile("cand.py", "x = 2\n")
     assert b.place(tmp_path) != a.place(tmp_path) and b.place(tmp_path).name == "cand.py"
+
+
+# -- a whole session on a local Ray cluster (`autokernel optimize --ray local`) -----------------------------
+TINY = Path(__file__).parent / "data" / "tiny_softmax.py"
+
+
+def _actors_at_work(root: int) -> list[tuple[int, int]]:
+    """(age rank, pid) of the Ray actor processes below `root` that have started their worker process,
+    oldest worker first (`ps`, as a user looks: the cluster `--ray local` starts is the engine's child)."""
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid=,ppid=,etimes=,args="], capture_output=True, text=True)  # -ww: whole lines
+    rows = [line.split(None, 3) for line in ps.stdout.splitlines()]
+    procs = {int(pid): (int(ppid), int(age), args) for pid, ppid, age, args in (r + [""] * (4 - len(r)) for r in rows)}
+    below, todo = set(), [root]
+    while todo:
+        parent = todo.pop()
+        kids = [p for p, (pp, _, _) in procs.items() if pp == parent]
+        below.update(kids)
+        todo.extend(kids)
+    actors = {p for p in below if procs[p][2].startswith("ray::WorkerHost")}
+    workers = [(-procs[p][1], procs[p][0]) for p in below
+               if procs[p][0] in actors and "autokernel.engine.worker" in procs[p][2]]
+    return sorted(workers)
+
+
+def test_a_ray_session_that_loses_an_actor_mid_run_loses_no_experiment(tmp_path):
+    from autokernel.engine import events as ev
+    from autokernel.engine.store import Store
+
+    env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(TINY), "--headless",
+                             "--device", "cpu", "--no-integrate", "--db", str(tmp_path / "s.db"),
+                             "--ray", "local", "--workers", "2", "--max-experiments", "5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 400
+        while len(_actors_at_work(proc.pid)) < 2:  # the second starts with the first round's second variant
+            assert proc.poll() is None and time.monotonic() < deadline, "two Ray actors never got to work"
+            time.sleep(0.2)
+        _, killed = _actors_at_work(proc.pid)[0]
+        os.kill(killed, signal.SIGKILL)  # the actor process dies, as on a lost node
+        out, err = proc.communicate(timeout=600)
+    finally:
+        proc.kill()
+    store = Store(tmp_path / "s.db")
+    (row,) = store.sessions()
+    events = list(store.iter_events(row["id"]))
+    assert proc.returncode == 0 and row["status"] == "completed", err[-3000:] + out[-3000:]
+    (note,) = [e for e in events if isinstance(e, ev.Log) and " lost: " in e.message]
+    lost = note.message.split()[1]
+    assert lost.startswith("ray:") and "runs again on another worker" in note.message, note.message
+    experiments: dict[str, list] = {}
+    for e in events:
+        if isinstance(e, (ev.CandidateWritten, ev.StageResult, ev.BenchResult, ev.Decision)):
+            experiments.setdefault(e.candidate_id, []).append(e)
+    assert len(experiments) == 5 and row["summary"]["experiments"] == 5
+    for seq in experiments.values():  # every experiment written, judged on all five stages and decided once
+        assert isinstance(seq[0], ev.CandidateWritten) and isinstance(seq[-1], ev.Decision), seq
+        assert len({e.stage for e in seq if isinstance(e, ev.StageResult) and e.status != "running"}) == 5, seq
+        assert sum(isinstance(e, ev.Decision) for e in seq) == 1
+    judged = [e for e in events if isinstance(e, ev.StageResult) and e.status != "running"]
+    assert not [e for e in judged if e.status == "crash"]  # a lost actor is not the candidate's crash
+    after = [e for e in judged if events.index(e) > events.index(note)]
+    assert after and lost not in {e.worker for e in after}  # the survivor ran everything from then on
+    assert {e.worker for e in judged} <= {lost, *(e.worker for e in after)} and all(
+        e.worker.startswith("ray:") and e.worker_device == "cpu" for e in judged)
