@@ -82,6 +82,14 @@ def test_three_kernels_in_one_file_run_from_kernelbench_loader_with_nothing_besi
         ("softmax", "rmsnorm", "reduce"), True), result
 
 
+def test_every_kernel_types_starter_inlined_passes_the_static_check(tmp_path):
+    """A kept starter of any kernel type (a try/except around an import, say) must not make the file unsubmittable."""
+    from autokernel.kernels import available
+
+    path = write_model_new(tmp_path, PROBLEMS / "1_softmax.py", _kept(tmp_path, *available()))
+    assert static_problems(path.read_text(), ["triton"]) == []
+
+
 def test_no_kept_kernel_is_the_model_unchanged_and_still_one_file(tmp_path):
     path = write_model_new(tmp_path, PROBLEMS / "1_softmax.py", [])
     text = path.read_text()
