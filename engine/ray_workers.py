@@ -310,7 +310,8 @@ def ray_workers(address: str, device: str, count: int | None = None, start_timeo
         for a in actors:
             ray.kill(a, no_restart=True)
         why = failed or f"{len(late)} of {count} did not start within {start_timeout:.0f} s"
-        raise UserError(f"Ray workers could not start on {address!r}: {why}")
+        raise UserError(f"Ray workers could not start on {address!r}: {why} "
+                        "(every node needs autokernel-tui installed, with the driver's Ray version)")
     placed.sort()
     per_node: Counter = Counter()
     workers = []
