@@ -66,11 +66,29 @@ def _reads_as_one_workers_experiment(seq: list[ev.Event]) -> None:
     assert sum(isinstance(e, ev.Decision) for e in seq) == 1
 
 
-def _worker_processes(parent: int) -> list[tuple[int, int]]:
-    """(start time, pid) of the worker processes `parent` started, oldest first (`ps`, as a user looks)."""
-    ps = subprocess.run(["ps", "-o", "etimes=,pid=,args=", "--ppid", str(parent)], capture_output=True, text=True)
-    found = [line.split(None, 2) for line in ps.stdout.splitlines()]
-    return sorted(((-int(age), int(pid)) for age, pid, args in found if "autokernel.engine.worker" in args))
+def _both_busy(db: Path) -> bool:
+    """Whether two experiments are under way on two workers (a stage running, nothing decided), as stored."""
+    if not db.exists() or not Store(db).sessions():
+        return False
+    _, events = _stored(db)
+    busy = {}
+    for cid, seq in _by_candidate(events).items():
+        if not isinstance(seq[-1][1], ev.Decision):
+            busy.update({e.worker: cid for _, e in seq if isinstance(e, ev.StageResult)})
+    return len(busy) >= 2
+
+
+def _worker_processes(root: int) -> list[tuple[int, int]]:
+    """(minus age, pid) of the worker processes below `root`, oldest first (`ps`, as a user looks)."""
+    ps = subprocess.run(["ps", "-e", "-ww", "-o", "etimes=,pid=,ppid=,args="], capture_output=True, text=True)
+    rows = [line.split(None, 3) for line in ps.stdout.splitlines()]
+    below, found = {root}, []
+    for age, pid, ppid, args in sorted(rows, key=lambda r: -int(r[0])):  # parents are older than children
+        if int(ppid) in below:
+            below.add(int(pid))
+            if "autokernel.engine.worker" in args:
+                found.append((-int(age), int(pid)))
+    return sorted(found)
 
 
 @REAL_SESSION
@@ -109,11 +127,11 @@ def test_two_workers_run_a_rounds_variants_side_by_side(tmp_path):
 def test_a_worker_killed_mid_experiment_is_replaced_and_the_session_completes(tmp_path):
     proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "5")
     try:
-        deadline = time.monotonic() + 400
-        while len(_worker_processes(proc.pid)) < 2:  # the second starts with the first round's second variant
-            assert proc.poll() is None and time.monotonic() < deadline, "the pool never started a second worker"
+        deadline = time.monotonic() + 600
+        while not (_both_busy(tmp_path / "s.db") and _worker_processes(proc.pid)):  # round 1: one on each worker
+            assert proc.poll() is None and time.monotonic() < deadline, "the two workers were never busy at once"
             time.sleep(0.2)
-        _, killed = _worker_processes(proc.pid)[0]  # the older one: it took the round's next variant at once
+        _, killed = _worker_processes(proc.pid)[0]  # either one is in the middle of a check
         os.kill(killed, signal.SIGKILL)
         out, err = proc.communicate(timeout=600)
     finally:
