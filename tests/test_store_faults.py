@@ -23,6 +23,7 @@ from autokernel.engine.session import OptimizeSession, SessionConfig
 from autokernel.engine.store import Store, StoreWriteError
 
 from loop_doubles import EndlessAgent, FakeWorker, fake_profiler, install_fake_specs
+from tui_support import sync, wait_for
 
 MODEL = ("import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
          "        return torch.softmax(x * 2.0, dim=-1)\n\n\ndef get_inputs():\n    return [torch.randn(64, 512)]\n")
@@ -92,6 +93,37 @@ def test_a_session_that_cannot_write_stops_with_the_resume_line(tmp_path, monkey
     assert [s for s, _ in events] == list(range(1, len(events) + 1))
     store.close()
     assert integrity(tmp_path / "s.db") == "ok"
+
+
+@sync
+async def test_the_live_screen_shows_the_line_when_the_disk_fills(tmp_path, monkeypatch):
+    from autokernel.tui.app import AutokernelApp
+    from autokernel.tui.screens.live import EventInbox, LiveScreen
+
+    install_fake_specs(monkeypatch, tmp_path)
+    (tmp_path / "model.py").write_text("# fake\n")
+    store = Store(tmp_path / "s.db")
+    inbox = EventInbox()
+    decided = []
+
+    def disk_fills(e):
+        if isinstance(e, ev.Decision):
+            decided.append(e.candidate_id)
+            if len(decided) == 2:
+                fill_pages(store)
+
+    config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50,
+                           max_experiments=20)
+    session = OptimizeSession(config, store, [disk_fills, inbox.push], agent=EndlessAgent(),
+                              worker=FakeWorker(delay_s=0.01), profiler=fake_profiler())
+    app = AutokernelApp(store, mode="live", session=session, inbox=inbox)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        await wait_for(pilot, lambda: not screen.engine_running, timeout=60)
+        await wait_for(pilot, lambda: screen.error is not None)
+        assert "database or disk is full" in screen.error and f"--resume {session.session_id}" in screen.error
+        assert "\n" not in screen.error and "Traceback" not in screen.error
 
 
 # -- a real full disk and a real read-only mount ---------------------------------------------------
