@@ -67,22 +67,27 @@ def test_a_refused_write_is_one_line_rolled_back_whole_and_leaves_no_gap(tmp_pat
     assert integrity(tmp_path / "s.db") == "ok"
 
 
-def test_a_session_that_cannot_write_stops_with_the_resume_line(tmp_path, monkeypatch):
+def filling_session(tmp_path, monkeypatch, store: Store, after: int, listeners=(), delay_s: float = 0.0):
+    """A session on the loop's doubles whose database can grow no more once `after` experiments are decided."""
     install_fake_specs(monkeypatch, tmp_path)
     (tmp_path / "model.py").write_text("# fake\n")
-    store = Store(tmp_path / "s.db")
     decided = []
 
-    def disk_fills(e):  # after the third experiment the disk is full
+    def disk_fills(e):
         if isinstance(e, ev.Decision):
             decided.append(e.candidate_id)
-            if len(decided) == 3:
+            if len(decided) == after:
                 fill_pages(store)
 
     config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50,
                            max_experiments=20)
-    session = OptimizeSession(config, store, [disk_fills], agent=EndlessAgent(), worker=FakeWorker(),
-                              profiler=fake_profiler())
+    return OptimizeSession(config, store, [disk_fills, *listeners], agent=EndlessAgent(),
+                           worker=FakeWorker(delay_s=delay_s), profiler=fake_profiler())
+
+
+def test_a_session_that_cannot_write_stops_with_the_resume_line(tmp_path, monkeypatch):
+    store = Store(tmp_path / "s.db")
+    session = filling_session(tmp_path, monkeypatch, store, after=3)
     with pytest.raises(StoreWriteError) as info:
         session.run()
     line = str(info.value)
@@ -100,22 +105,9 @@ async def test_the_live_screen_shows_the_line_when_the_disk_fills(tmp_path, monk
     from autokernel.tui.app import AutokernelApp
     from autokernel.tui.screens.live import EventInbox, LiveScreen
 
-    install_fake_specs(monkeypatch, tmp_path)
-    (tmp_path / "model.py").write_text("# fake\n")
     store = Store(tmp_path / "s.db")
     inbox = EventInbox()
-    decided = []
-
-    def disk_fills(e):
-        if isinstance(e, ev.Decision):
-            decided.append(e.candidate_id)
-            if len(decided) == 2:
-                fill_pages(store)
-
-    config = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50,
-                           max_experiments=20)
-    session = OptimizeSession(config, store, [disk_fills, inbox.push], agent=EndlessAgent(),
-                              worker=FakeWorker(delay_s=0.01), profiler=fake_profiler())
+    session = filling_session(tmp_path, monkeypatch, store, after=2, listeners=[inbox.push], delay_s=0.01)
     app = AutokernelApp(store, mode="live", session=session, inbox=inbox)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = app.screen
