@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor hotspots pace probe rowwise mma gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -154,6 +154,11 @@ step_forwards() {
     -o "$RESULTS/forwards_vit.json" > "$RESULTS/forwards_vit.txt" 2>&1; echo "forwards vit rc=$?"; tail -8 "$RESULTS/forwards_vit.txt"
 }
 
+step_doctor() {
+  # Issue 24: which of the sandbox's protections this machine allows (a container as root may refuse some).
+  ak doctor --device "$DEVICE" > "$RESULTS/doctor.txt" 2>&1; echo "doctor rc=$?"; cat "$RESULTS/doctor.txt"
+}
+
 step_fairness() {
   # Issue 19: launch-bound kernels (a one-row-per-program softmax, the starters at 4096x4096 and 1024x32000)
   # timed with eager and torch.compile by the same clock.
@@ -164,7 +169,8 @@ step_fairness() {
 step_gputests() {
   # The tests that skip without a GPU (CUDA starters, illegal address in the harness, integration, ceilings).
   "$PY" -m pytest -q -o addopts=-ra -p no:cacheprovider tests/test_cuda_starters_gpu.py tests/test_harness_cheats.py \
-    tests/test_integrate.py tests/test_roofline.py tests/test_cuda_selfcheck.py tests/test_inputs.py > "$RESULTS/pytest_gpu.txt" 2>&1
+    tests/test_integrate.py tests/test_roofline.py tests/test_cuda_selfcheck.py tests/test_inputs.py \
+    tests/test_problem_standalone.py tests/test_sandbox.py > "$RESULTS/pytest_gpu.txt" 2>&1
   echo "pytest(gpu) rc=$?"; tail -3 "$RESULTS/pytest_gpu.txt"
 }
 

@@ -47,12 +47,12 @@ def answer(code: str, title: str) -> str:
 # written to a temporary file in an empty folder and imported from there as a module that is in no
 # sys.modules; for the CUDA backend it is exec'd into a bare dict (no __file__, no __name__). Model and
 # get_inputs come from the problem's own source exec'd the same way; both models are built right after
-# torch.manual_seed(42). Prints one JSON line: the trials that matched and the patch's calls per kernel.
+# torch.manual_seed(42), on the device named last (KernelBench evaluates on a GPU). Prints one JSON line: the trials that matched and the patch's calls per kernel.
 KB_LOADER = r'''
 import importlib.util, json, os, sys, tempfile
 import torch
 
-backend, problem, submission = sys.argv[1:4]
+backend, problem, submission, device = sys.argv[1:5]
 reference = {}
 exec(compile(open(problem).read(), "<string>", "exec"), reference)
 code = open(submission).read()
@@ -71,13 +71,13 @@ else:
     ModelNew = scope["ModelNew"]
 init = reference["get_init_inputs"]()
 torch.manual_seed(42)
-model = reference["Model"](*init)
+model = reference["Model"](*init).to(device)
 torch.manual_seed(42)
-new = ModelNew(*init)
+new = ModelNew(*init).to(device)
 matched = 0
 for trial in range(2):
     torch.manual_seed(trial)
-    inputs = reference["get_inputs"]()
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference["get_inputs"]()]
     with torch.no_grad():
         ref, out = model(*inputs), new(*inputs)
     ref, out = (ref, out) if isinstance(ref, (tuple, list)) else ((ref,), (out,))
@@ -88,7 +88,8 @@ print(json.dumps({"matched": matched, "trials": 2, "calls": dict(stats.calls) if
 '''
 
 
-def load_like_kernelbench(problem: Path, submission: Path, backend: str = "triton", cwd: Path | None = None) -> dict:
+def load_like_kernelbench(problem: Path, submission: Path, backend: str = "triton", cwd: Path | None = None,
+                          device: str = "cpu") -> dict:
     """Run KB_LOADER on `submission` in a fresh process from the empty folder `cwd` (no TRITON_INTERPRET
     set: the file must set it itself); its JSON answer, or AssertionError with the process's stderr."""
     import json
@@ -100,7 +101,7 @@ def load_like_kernelbench(problem: Path, submission: Path, backend: str = "trito
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["AUTOKERNEL_MODEL_SIZE"] = "small"
     with tempfile.TemporaryDirectory() as empty:
-        run = subprocess.run([sys.executable, "-c", KB_LOADER, backend, str(problem), str(submission)],
-                             cwd=cwd or empty, capture_output=True, text=True, timeout=300, env=env)
+        run = subprocess.run([sys.executable, "-c", KB_LOADER, backend, str(problem), str(submission), device],
+                             cwd=cwd or empty, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])

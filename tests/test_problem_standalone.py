@@ -90,6 +90,19 @@ def test_every_kernel_types_starter_inlined_passes_the_static_check(tmp_path):
     assert static_problems(path.read_text(), ["triton"]) == []
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("backend", ["cuda", "triton"])
+@pytest.mark.parametrize("problem,kind", [("1_softmax", "softmax"), ("2_rmsnorm", "rmsnorm"), ("3_row_sum", "reduce"),
+                                          ("6_layernorm_3d", "layernorm")])
+def test_on_a_gpu_the_one_file_builds_its_kernel_and_matches(tmp_path, problem, kind, backend):
+    """The scored file as KernelBench runs it on a GPU: CUDA C++ through load_inline, Triton from a temp file."""
+    source = PROBLEMS / f"{problem}.py"
+    path = write_model_new(tmp_path, source, _kept(tmp_path, kind, backend=backend))
+    assert static_problems(path.read_text(), [backend]) == []
+    result = load_like_kernelbench(source, path, backend=backend, device="cuda")
+    assert result["matched"] == result["trials"] == 2 and result["calls"].get(kind, 0) > 0, result
+
+
 def test_no_kept_kernel_is_the_model_unchanged_and_still_one_file(tmp_path):
     path = write_model_new(tmp_path, PROBLEMS / "1_softmax.py", [])
     text = path.read_text()
