@@ -123,7 +123,7 @@ def confine(scratch: Path, device: str) -> list[Protection]:
     if disabled():
         found = [env] + [Protection(r, "-", False, "AUTOKERNEL_SANDBOX=off") for r in RULES[1:]]
     else:
-        found = [env, _own_network(), _seccomp_network(device), _landlock(scratch), _drop_capabilities()]
+        found = [env, _own_network(), _seccomp_network(device), _landlock(scratch, device), _drop_capabilities()]
     ACTIVE.extend(found)
     return found
 
@@ -229,10 +229,12 @@ def landlock_abi() -> int:
     return int(libc.syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
 
 
-def writable_paths(scratch: Path) -> list[Path]:
+def writable_paths(scratch: Path, device: str = "cpu") -> list[Path]:
     """Where the worker may write: its scratch folder, the compile caches the engine pinned, shared memory
-    and whatever AUTOKERNEL_SANDBOX_WRITABLE adds (paths separated by os.pathsep)."""
-    out = [scratch, Path("/dev/shm")]
+    and whatever AUTOKERNEL_SANDBOX_WRITABLE adds (paths separated by os.pathsep). On CUDA also /proc and
+    /sys: the driver writes there while it initialises (without them cudaGetDeviceCount fails with error
+    304); with every capability dropped, what a process may write there is only its own."""
+    out = [scratch, Path("/dev/shm")] + ([Path("/proc"), Path("/sys")] if device == "cuda" else [])
     for var in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         if os.environ.get(var):
             out.append(Path(os.environ[var]))
@@ -247,7 +249,7 @@ def writable_paths(scratch: Path) -> list[Path]:
     return [p for p in out if p.is_dir()]
 
 
-def _landlock(scratch: Path) -> Protection:
+def _landlock(scratch: Path, device: str = "cpu") -> Protection:
     abi = landlock_abi()
     if abi < 1:
         return Protection("writes", "landlock", False, f"not in this kernel ({os.strerror(ctypes.get_errno())})")
@@ -262,7 +264,7 @@ def _landlock(scratch: Path) -> Protection:
     if fd < 0:
         return Protection("writes", "landlock", False, f"ruleset: {os.strerror(ctypes.get_errno())}")
     try:
-        paths = writable_paths(scratch)
+        paths = writable_paths(scratch, device)
         rules = [(p, fs) for p in paths] + [(Path("/dev"), _WRITE_FILE | (_TRUNCATE if abi >= 3 else 0))]
         for path, access in rules:
             pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)

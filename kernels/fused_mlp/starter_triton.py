@@ -16,18 +16,13 @@ bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16 dot is wron
 exact).
 """
 
-import importlib.util
 import os
 
 import torch
 import triton
 import triton.language as tl
 
-# Host-side tensor descriptors came with Triton 3.3; an older Triton takes the pointer form everywhere.
-# (Asked without try/except: KernelBench's checker refuses a scored file that has one.)
-_DESCRIPTORS = "triton.tools.tensor_descriptor"
-TensorDescriptor = (importlib.import_module(_DESCRIPTORS).TensorDescriptor
-                    if importlib.util.find_spec(_DESCRIPTORS) else None)
+from triton.tools.tensor_descriptor import TensorDescriptor  # Triton 3.3+ (the project's lower bound)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -271,7 +266,7 @@ def _grid(M, N, per_tile=1):
 def _tma_ready(*tensors):
     """True where all of `tensors` (2-D, 16-bit) can be read through tensor descriptors: Hopper or newer
     (or the interpreter), unit stride along rows, rows and base 16-byte aligned."""
-    if TensorDescriptor is None or tensors[0].dtype not in (torch.float16, torch.bfloat16):
+    if tensors[0].dtype not in (torch.float16, torch.bfloat16):
         return False
     if not INTERPRETED and not (tensors[0].is_cuda and torch.cuda.get_device_capability(tensors[0].device)[0] >= 9):
         return False
