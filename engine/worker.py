@@ -375,6 +375,7 @@ def _serve(conn: _Duplex, device: str) -> None:
     except Exception:
         pass
     sandbox.forbid_processes(device)  # the worker's own threads and builds are up: from here, candidates only
+    baseline_rss = _resident_bytes()
     conn.send(("ready", {"pid": os.getpid(), "device": device, "sandbox": sandbox.summary(sandbox.ACTIVE)}))
     while True:
         try:
@@ -429,6 +430,9 @@ def _serve(conn: _Duplex, device: str) -> None:
             if guards.threads_left(threads_before):  # a later candidate must not share the process with them
                 conn.send(("result", "", "exiting"))
                 return
+            if _grown(baseline_rss):  # what a hog allocated stays with its module: a fresh worker for the next
+                conn.send(("result", "", "exiting"))
+                return
             conn.send(("result", ""))
         except harness.DeviceFault as e:
             conn.send(("fault", f"device fault: {e}"))
@@ -437,8 +441,26 @@ def _serve(conn: _Duplex, device: str) -> None:
             if harness.is_device_fault(e):
                 conn.send(("fault", f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
                 return
-            conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}"))
+            retire = isinstance(e, MemoryError) or _grown(baseline_rss)
+            conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}", *(("exiting",) if retire else ())))
             traceback.print_exc()
+            if retire:
+                return
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory now (0 where /proc is not there to say)."""
+    try:
+        return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _grown(baseline: int) -> bool:
+    """Whether the worker holds far more memory than when it was ready (AUTOKERNEL_WORKER_GROWTH_GB, default
+    2): a candidate that allocated until it failed leaves it all behind, and the next one would inherit it."""
+    limit = float(os.environ.get("AUTOKERNEL_WORKER_GROWTH_GB", 2)) * 2**30
+    return bool(baseline) and _resident_bytes() - baseline > limit
 
 
 def _refuse_at_import(guards: Any, threads_before: tuple) -> None:
