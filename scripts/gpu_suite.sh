@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe rowwise mma gputests kernelbench
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -178,6 +178,19 @@ step_kernelbench() {
   ak kernelbench tests/kernelbench_problems --device "$DEVICE" --max-experiments-per-problem "${KB_EXPERIMENTS:-10}" --json \
     > "$RESULTS/kernelbench.json" 2> "$RESULTS/kernelbench.log"; echo "kernelbench rc=$?"
   ak sessions --json > "$RESULTS/sessions.json" 2>/dev/null
+}
+
+step_kbeval() {
+  # Issue 25: a batch's model_new.py files judged by KernelBench's own static checker and eval. Needs a
+  # KernelBench checkout's src in $KB_SRC (default .kb/src, fetched, never committed) and its problems in
+  # $KB_PROBLEMS; KernelBench's pydantic/requests come from .kbwhl/ where the GPU image lacks them.
+  ak kernelbench ${KB_PROBLEMS:-.kb/problems tests/kernelbench_problems} --device "$DEVICE" --workers auto \
+    --max-experiments-per-problem "${KB_EXPERIMENTS:-4}" --json > "$RESULTS/kb_batch.json" 2> "$RESULTS/kb_batch.log"
+  echo "kernelbench batch rc=$?"; tail -3 "$RESULTS/kb_batch.log"
+  "$PY" -c "import pydantic, requests" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/kbsite .kbwhl/*.whl
+  PYTHONPATH="$PYTHONPATH:/tmp/kbsite" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
+    --batch "$RESULTS/kb_batch.json" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
+  echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
 }
 
 for step in "$@"; do
