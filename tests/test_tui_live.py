@@ -134,6 +134,7 @@ REAL = ENGINE_READY and os.environ.get("AUTOKERNEL_TUI_REAL", "1") != "0"
 
 
 @pytest.mark.skipif(not REAL, reason="AUTOKERNEL_TUI_REAL=0: the real engine under the TUI is left out")
+@pytest.mark.timeout(900)  # a real profile and six experiments under the interpreter, on a loaded 2-core box
 @sync
 async def test_real_cpu_session_under_the_live_screen(tmp_path):
     """The real OptimizeSession on the small Llama example (CPU, Triton's interpreter), approval ask:
