@@ -92,6 +92,8 @@ async def test_at_80x24_the_footer_holds_quit_and_help_and_v_cycles_the_lower_pa
     async with app.run_test(size=(80, 24)) as pilot:
         await _until_waiting(pilot)
         footer = app.screen.query_one(KeyFooter)
+        # the footer recomposes its keys on its own turn after the bindings settle (late on a loaded box)
+        await wait_for(pilot, lambda: len(footer.query(FooterKey)) > 0, timeout=60)
         keys = {k.key: k.description for k in footer.query(FooterKey)}
         assert keys.get("q") == "Quit" and keys.get("question_mark") == "Help", keys
         assert {"a", "r", "m", "p", "s", "v"} <= set(keys)
