@@ -376,7 +376,7 @@ def _serve(conn: _Duplex, device: str) -> None:
         pass
     sandbox.forbid_processes(device)  # the worker's own threads and builds are up: from here, candidates only
     baseline_rss = _resident_bytes()
-    conn.send(("ready", {"pid": os.getpid(), "device": device, "sandbox": sandbox.summary(sandbox.ACTIVE)}))
+    conn.send(("ready", {"pid": os.getpid(), "device": device}))
     while True:
         try:
             kind, req = conn.recv()
@@ -427,10 +427,9 @@ def _serve(conn: _Duplex, device: str) -> None:
                 conn.send(("result", f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
                            "exiting"))
                 return
-            if guards.threads_left(threads_before):  # a later candidate must not share the process with them
-                conn.send(("result", "", "exiting"))
-                return
-            if _grown(baseline_rss):  # what a hog allocated stays with its module: a fresh worker for the next
+            # A later candidate must not share the process with threads left running, nor inherit what a hog
+            # allocated (it stays with its module): a fresh worker for the next.
+            if guards.threads_left(threads_before) or _grown(baseline_rss):
                 conn.send(("result", "", "exiting"))
                 return
             conn.send(("result", ""))
