@@ -7,17 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
-TINY = """
-import torch
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, -1)
-def get_inputs():
-    return [torch.randn(64, 256)]
-def get_init_inputs():
-    return []
-"""
+TINY = Path(__file__).parent / "data" / "tiny_softmax.py"  # one softmax row: the smallest real session
 
 
 def _as_a_background_job() -> None:
@@ -26,10 +18,9 @@ def _as_a_background_job() -> None:
 
 def test_ctrl_c_names_the_resume_command_with_the_session_id(tmp_path):
     """Started the way a shell starts a background job (SIGINT ignored), so `kill -INT` must still stop it."""
-    (tmp_path / "tiny.py").write_text(TINY)
     db = tmp_path / "s.db"
     env = dict(os.environ, AUTOKERNEL_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(tmp_path / "tiny.py"),
+    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.cli", "optimize", str(TINY),
                              "--headless", "--device", "cpu", "--max-experiments", "3", "--db", str(db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=_as_a_background_job)

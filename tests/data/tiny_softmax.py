@@ -1,4 +1,5 @@
-"""A model with one softmax row: the smallest real optimize session (tests/test_pool.py, scripts/pool_bench.py)."""
+"""A model with one softmax row: the smallest real optimize session (tests/test_pool.py, tests/test_headless_stop.py,
+scripts/pool_bench.py)."""
 import torch
 
 
