@@ -109,7 +109,8 @@ def test_a_starter_through_an_actor_gets_the_local_workers_verdict_and_timing(wo
     (rec,) = rw.bench(SOFTMAX_STARTER, kernel="softmax", shapes=[shape], dtype="fp32")
     same = ("kernel", "backend", "shape", "dtype", "device_name", "metric", "meaningful", "note", "baseline", "timed_by")
     assert {k: getattr(rec, k) for k in same} == {k: getattr(local_rec, k) for k in same}
-    assert rec.kernel_ms > 0 and rec.eager_ms > 0
+    # every field came back through Ray, filled as the local one is (the times themselves are not compared)
+    assert {k: type(v) for k, v in vars(rec).items()} == {k: type(v) for k, v in vars(local_rec).items()}
 
 
 def test_bad_candidates_fail_as_they_do_locally_and_bench_errors_are_runtime_errors(workers, tmp_path):
