@@ -109,17 +109,21 @@ class Times:
 
 def combine(first: Times, second: Times) -> tuple[Times, str, str]:
     """The two looks of `bench` as one: (the times, the method, its reason). Once the first look's wall
-    clock decides, the fastest wall look of each counts (the events are the first look's); otherwise
-    the lower events of each, decided again against the first look's wall clocks, so a second look
-    faster than the wall clock allows is overruled too. A slowdown is never the kernel's gain."""
+    clock overrules, the second look is wall clocks only and the fastest wall look of each counts (the
+    events are the first look's); otherwise the lower events of each, against the first look's wall
+    clocks, so a second look faster than the wall clock allows is overruled too. A slowdown is never the
+    kernel's gain.
+
+    The method and reason are decided on the chosen times, the ones recorded, never on the first look
+    alone: a first wall look slowed by a host hiccup that a faster one shows to be within the events'
+    slack leaves the events standing, so a record's `timed_by` always follows from its own numbers."""
     if first.method() == WALL:
         chosen = Times(events=first.ms("events"), wall={n: fastest([first.wall.get(n), second.wall.get(n)]) for n in NAMES})
     else:
         lower = {n: min((x for x in (first.events.get(n), second.events.get(n)) if x is not None), default=None)
                  for n in NAMES}
         chosen = Times(events=lower, wall={n: first.wall.get(n) for n in NAMES})
-    method = WALL if WALL in (first.method(), chosen.method()) else EVENTS
-    return chosen, method, (first.reason() or chosen.reason()) if method == WALL else ""
+    return chosen, chosen.method(), chosen.reason()
 
 
 def speedup(baseline_ms: float | None, kernel_ms: float | None) -> float | None:
