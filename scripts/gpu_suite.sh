@@ -2,6 +2,7 @@
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
 #   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup multigpu multigpu_ray          # a box with several GPUs (issue 22)
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -191,6 +192,38 @@ step_kbeval() {
   PYTHONPATH="$PYTHONPATH:/tmp/kbsite" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
     --batch "$RESULTS/kb_batch.json" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
   echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
+}
+
+step_multigpu() {
+  # Issue 22: the worker pool on every GPU of the box: the same kernels timed on each GPU, then the Llama
+  # session and the KernelBench batch with one worker (side by side on GPUs 0 and 1) and with one per GPU;
+  # KernelBench's own eval of the batch run on all GPUs (issue 25).
+  "$PY" scripts/multigpu_bench.py consistency -o "$RESULTS/multigpu" > "$RESULTS/multigpu_consistency.txt" 2>&1
+  echo "consistency rc=$?"; tail -6 "$RESULTS/multigpu_consistency.txt"
+  "$PY" scripts/multigpu_bench.py sessions -o "$RESULTS/multigpu" --experiments "${MG_EXPERIMENTS:-12}" \
+    --kb ${KB_PROBLEMS:-.kb/problems tests/kernelbench_problems} --kb-experiments "${KB_EXPERIMENTS:-3}" \
+    > "$RESULTS/multigpu.txt" 2>&1
+  echo "sessions rc=$?"; tail -12 "$RESULTS/multigpu.txt"
+  local batch; batch=$(ls -d "$RESULTS"/multigpu/kb_w[2-9]*/out.json 2>/dev/null | head -1)
+  if [ -n "$batch" ]; then
+    "$PY" -c "import pydantic, requests" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/kbsite .kbwhl/*.whl
+    PYTHONPATH="$PYTHONPATH:/tmp/kbsite" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
+      --batch "$batch" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
+    echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
+  fi
+}
+
+step_multigpu_ray() {
+  # Issue 22, item 3: the same session through Ray. Ray's wheel is larger than one call may carry, so it
+  # comes in two halves, .ray1/ and .ray2/, by two calls on the same machine; this step waits for the second.
+  local end=$((SECONDS + 600))
+  while [ $SECONDS -lt $end ] && ! [ -f .ray2/ray.part.ab ]; do sleep 5; done
+  cat .ray1/ray.part.aa .ray2/ray.part.ab > /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    /tmp/ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl .ray1/*.whl; echo "ray install rc=$?"
+  "$PY" scripts/multigpu_bench.py ray -o "$RESULTS/multigpu" --experiments "${MG_EXPERIMENTS:-12}" \
+    > "$RESULTS/multigpu_ray.txt" 2>&1
+  echo "ray session rc=$?"; tail -6 "$RESULTS/multigpu_ray.txt"
 }
 
 for step in "$@"; do

@@ -1,0 +1,243 @@
+"""The worker pool on a box with several GPUs (issue 22): a benchmark, not a test.
+
+    python3 scripts/multigpu_bench.py consistency -o DIR           # the same kernels timed on each GPU
+    python3 scripts/multigpu_bench.py sessions -o DIR [--experiments 12] [--kb PROBLEM_DIR ...]
+    python3 scripts/multigpu_bench.py ray -o DIR                   # the optimize session through Ray, added
+
+`consistency` times a few fixed kernels (our softmax and RMSNorm starters, a bf16 GEMM, a copy) on every
+visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports each GPU against the median.
+
+`sessions` runs, with fresh databases under DIR:
+  1. side by side, each owning one GPU: the bundled Llama's optimize session with --workers 1 on GPU 0, and
+     the KernelBench batch with --workers 1 on GPU 1 (separate GPUs: neither timing sees the other's work);
+  2. then on all GPUs: the same batch with --workers N and the same optimize session with --workers N.
+`ray` runs that session once more with --ray local (the workers as Ray actors).
+Each optimize session runs a fixed number of experiments (--max-experiments, a plateau that cannot stop it,
+no integration); its rate is decided experiments over the span from the first experiment written to the last
+decided. Writes DIR/multigpu.json and prints the comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "autokernel.engine.cli"]
+
+
+def gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def consistency(out: Path) -> dict:
+    """Each kernel's median ms on each GPU, and each GPU's distance from the median of all of them."""
+    import torch
+    import triton.testing
+
+    from autokernel.kernels import get_spec
+
+    def starter(kind: str):
+        spec = get_spec(kind)
+        path = spec.starters["triton"]
+        ns: dict = {"__file__": str(path), "__name__": f"ak_{kind}_starter"}
+        exec(compile(path.read_text(), str(path), "exec"), ns)
+        return ns["kernel_fn"] if "kernel_fn" in ns else ns[spec.entry]
+
+    cases = {
+        "softmax starter 8192x8192 bf16": ("softmax", (8192, 8192)),
+        "rmsnorm starter 8192x8192 bf16": ("rmsnorm", (8192, 8192)),
+        "matmul (cuBLAS) 8192^3 bf16": ("gemm", (8192, 8192)),
+        "copy 1 GiB": ("copy", (1 << 29,)),
+    }
+    table: dict[str, list[float]] = {name: [] for name in cases}
+    names = []
+    for i in range(gpu_count()):
+        names.append(f"cuda:{i} {torch.cuda.get_device_name(i)}")
+        with torch.cuda.device(i):
+            for name, (kind, shape) in cases.items():
+                g = torch.Generator(device=f"cuda:{i}").manual_seed(0)
+                if kind == "copy":
+                    x = torch.empty(shape, device=f"cuda:{i}", dtype=torch.float16)
+                    y = torch.empty_like(x)
+                    fn = lambda x=x, y=y: y.copy_(x)  # noqa: E731
+                elif kind == "gemm":
+                    a = torch.randn(shape, device=f"cuda:{i}", dtype=torch.bfloat16, generator=g)
+                    b = torch.randn(shape, device=f"cuda:{i}", dtype=torch.bfloat16, generator=g)
+                    fn = lambda a=a, b=b: a @ b  # noqa: E731
+                else:
+                    x = torch.randn(shape, device=f"cuda:{i}", dtype=torch.bfloat16, generator=g)
+                    k = starter(kind)
+                    if kind == "rmsnorm":
+                        w = torch.ones(shape[-1], device=f"cuda:{i}", dtype=torch.bfloat16)
+                        fn = lambda k=k, x=x, w=w: k(x, w)  # noqa: E731
+                    else:
+                        fn = lambda k=k, x=x: k(x)  # noqa: E731
+                fn()
+                torch.cuda.synchronize()
+                table[name].append(float(triton.testing.do_bench(fn, warmup=50, rep=400, return_mode="median")))
+    rows = []
+    for name, ms in table.items():
+        med = statistics.median(ms)
+        rows.append({"kernel": name, "ms": ms, "median": med, "max_off": max(abs(m / med - 1) for m in ms)})
+    result = {"gpus": names, "rows": rows}
+    (out / "consistency.json").write_text(json.dumps(result, indent=1))
+    print("GPUs: " + "; ".join(names))
+    print(f"{'kernel':34} " + " ".join(f"{'cuda:' + str(i):>10}" for i in range(len(names))) + "  max off median")
+    for r in rows:
+        print(f"{r['kernel']:34} " + " ".join(f"{m:10.4f}" for m in r["ms"]) + f"  {100 * r['max_off']:.1f}%")
+    return result
+
+
+def _store_facts(db: Path) -> dict:
+    """Rate, workers and, per target, the best candidate and when it was decided (s after the first experiment)."""
+    from autokernel.engine import events as ev
+    from autokernel.engine.store import Store
+
+    store = Store(db)
+    out = []
+    for row in store.sessions():
+        if row.get("kind") not in (None, "optimize"):
+            continue
+        events = list(store.iter_events(row["id"]))
+        written = [e.ts for e in events if isinstance(e, ev.CandidateWritten)]
+        decided = [e for e in events if isinstance(e, ev.Decision)]
+        if not written or not decided:
+            continue
+        t0 = min(written)
+        span = max(e.ts for e in decided) - t0
+        kept: dict[str, tuple[str, float]] = {}
+        for e in decided:
+            if e.decision in ("kept", "approved"):
+                kept[e.target] = (e.candidate_id, e.ts - t0)
+        out.append({"session": row["id"], "experiments": len(decided), "span_s": span,
+                    "per_hour": len(decided) * 3600.0 / span if span > 0 else None,
+                    "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult) and e.worker}),
+                    "best": {t: {"candidate": c, "decided_s": s} for t, (c, s) in kept.items()}})
+    return {"sessions": out}
+
+
+def _spawn(args: list[str], folder: Path, gpus: str | None) -> subprocess.Popen:
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, AUTOKERNEL_DB=str(folder / "sessions.db"), AUTOKERNEL_CACHE_DIR=str(folder / "cache"))
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    print(f"  start {folder.name}: {' '.join(args)}" + (f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus else ""), flush=True)
+    return subprocess.Popen(CLI + args + ["--json"], stdout=open(folder / "out.json", "w"),
+                            stderr=open(folder / "log.txt", "w"), env=env)
+
+
+def _finish(name: str, proc: subprocess.Popen, folder: Path, started: float) -> dict:
+    rc = proc.wait()
+    wall = time.monotonic() - started
+    try:
+        doc = json.loads((folder / "out.json").read_text())
+    except (OSError, ValueError):
+        doc = None
+    facts = _store_facts(folder / "sessions.db") if (folder / "sessions.db").exists() else {"sessions": []}
+    print(f"  done {name}: rc={rc}, {wall:.0f} s", flush=True)
+    return {"name": name, "rc": rc, "wall_s": wall, "out": doc, **facts}
+
+
+def _optimize_args(experiments: int) -> list[str]:
+    return ["optimize", "--headless", "--device", "cuda", "--size", "large", "--max-experiments", str(experiments),
+            "--plateau", str(10 * experiments), "--no-integrate"]
+
+
+def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int) -> dict:
+    n = gpu_count()
+    opt = _optimize_args(experiments)
+    batch = ["kernelbench", *kb, "--device", "cuda", "--max-experiments-per-problem", str(kb_experiments)]
+    runs: dict[str, dict] = {}
+
+    print(f"phase 1: one worker each, side by side on GPU 0 and GPU {min(1, n - 1)}", flush=True)
+    t = time.monotonic()
+    p_opt = _spawn(opt + ["--workers", "1"], out / "optimize_w1", "0")
+    p_kb = _spawn(batch + ["--workers", "1"], out / "kb_w1", str(min(1, n - 1))) if kb else None
+    runs["optimize_w1"] = _finish("optimize_w1", p_opt, out / "optimize_w1", t)
+    if p_kb:
+        runs["kb_w1"] = _finish("kb_w1", p_kb, out / "kb_w1", t)
+
+    print(f"phase 2: {n} workers, one per GPU", flush=True)
+    if kb:
+        t = time.monotonic()
+        runs[f"kb_w{n}"] = _finish(f"kb_w{n}", _spawn(batch + ["--workers", str(n)], out / f"kb_w{n}", None),
+                                   out / f"kb_w{n}", t)
+    t = time.monotonic()
+    runs[f"optimize_w{n}"] = _finish(f"optimize_w{n}", _spawn(opt + ["--workers", str(n)], out / f"optimize_w{n}", None),
+                                     out / f"optimize_w{n}", t)
+    result = {"gpus": n, "experiments": experiments, "kb": kb, "kb_experiments": kb_experiments, "runs": runs}
+    (out / "multigpu.json").write_text(json.dumps(result, indent=1, default=str))
+    _print_summary(result)
+    return result
+
+
+def ray_session(out: Path, experiments: int) -> dict:
+    """The optimize session again with its workers as Ray actors on this box, added to DIR/multigpu.json."""
+    n = gpu_count()
+    path = out / "multigpu.json"
+    result = json.loads(path.read_text()) if path.exists() else {"gpus": n, "experiments": experiments, "runs": {}}
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        result["runs"]["ray"] = {"name": "ray", "skipped": f"ray does not import here: {e}"}
+        print(f"ray skipped: {e}", flush=True)
+    else:
+        name = f"optimize_ray_w{n}"
+        t = time.monotonic()
+        result["runs"][name] = _finish(name, _spawn(_optimize_args(experiments) + ["--workers", str(n), "--ray", "local"],
+                                                    out / name, None), out / name, t)
+    path.write_text(json.dumps(result, indent=1, default=str))
+    _print_summary(result)
+    return result
+
+
+def _print_summary(result: dict) -> None:
+    n = result["gpus"]
+    print("\noptimize sessions (bundled Llama, large, playbook agent):")
+    base = None
+    for name, run in result["runs"].items():
+        if not name.startswith("optimize") or not run.get("sessions"):
+            continue
+        s = run["sessions"][0]
+        base = base or s["per_hour"]
+        best = ", ".join(f"{t}={b['candidate']}@{b['decided_s']:.0f}s" for t, b in sorted(s["best"].items()))
+        print(f"  {name}: {s['experiments']} experiments in {s['span_s']:.0f} s = {s['per_hour']:.0f}/h "
+              f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); workers {s['workers']}; "
+              f"best {best}")
+    for name, run in result["runs"].items():
+        doc = run.get("out") if name.startswith("kb") else None
+        if doc:
+            fp = doc.get("fast_p", {})
+            print(f"  {name}: {run['wall_s']:.0f} s; statuses {doc.get('statuses')}; fast_p eager {fp.get('eager')}; "
+                  f"compile {fp.get('compile')}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=("consistency", "sessions", "ray"))
+    p.add_argument("-o", "--out", required=True)
+    p.add_argument("--experiments", type=int, default=12, help="experiments per optimize session")
+    p.add_argument("--kb", nargs="*", default=[], help="KernelBench problem folders or files for the batch")
+    p.add_argument("--kb-experiments", type=int, default=4)
+    args = p.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.what == "consistency":
+        consistency(out)
+    elif args.what == "ray":
+        ray_session(out, args.experiments)
+    else:
+        sessions(out, args.experiments, args.kb, args.kb_experiments)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
