@@ -21,10 +21,27 @@ from typing import Any, Iterable, Sequence
 import torch
 from torch import nn
 
-KINDS = (
-    "matmul", "softmax", "layernorm", "rmsnorm", "flash_attention", "fused_mlp",
-    "cross_entropy", "rotary_embedding", "reduce", "other",
-)
+OTHER = "other"  # the kind of work no kernel type recognises
+
+
+def kinds() -> tuple[str, ...]:
+    """The kernel types found (autokernel.kernels), then `other`."""
+    from autokernel.kernels import kernel_names
+
+    return (*kernel_names(), OTHER)
+
+
+def recognisers() -> list[tuple[str, Any]]:
+    """(type, its `recognise` hook module) in listing order. A hook may define: `OPS` (operator names,
+    as `OpCall.short`, that a user's call of names the type) and `OP_PREFIXES`; `MODULES` (module classes
+    of the type); `NAMES` (hints in a lower-cased class or function name, underscores dropped) with
+    `NAME_RANK` (the lowest rank wins among several) and `NAME_NEEDS_PATTERN` (a name counts only when
+    the operators agree); `pattern(ops)` (a module's whole subtree is the type); `OP_PAIR` (head ops,
+    tail ops, name: a tail on a head's input in its scope joins its call); `shape(ops)` (the spec shape
+    of a call) and `exact(ops)` (whether the spec's formula describes the call; default yes)."""
+    from autokernel.kernels import hooks
+
+    return hooks("recognise")
 
 
 @dataclass
@@ -79,7 +96,7 @@ def dtype_label(profiler_dtype: str) -> str:
     return _DTYPE_NAMES.get(profiler_dtype, profiler_dtype)
 
 
-def _numel(shape: Sequence[int]) -> int:
+def numel(shape: Sequence[int]) -> int:
     return math.prod(int(d) for d in shape) if shape else 1
 
 
@@ -110,34 +127,19 @@ REDUCE_OPS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "va
 CONV_OPS = frozenset({"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose2d", "cudnn_convolution", "mkldnn_convolution"})
 
 
+NORM_OPS = frozenset({"pow", "mul", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal", "square", "clamp", "clamp_min"})
+
+
 def kind_of_op(name: str) -> str:
     """The kernel type of an operator the user called, by its name."""
     base = OpCall(name).short
-    if base in MATMUL_OPS:
-        return "matmul"
-    if base.startswith(SDPA_PREFIXES):
-        return "flash_attention"
-    if base in ("softmax", "_softmax", "_safe_softmax"):
-        return "softmax"
-    if base in ("layer_norm", "native_layer_norm"):
-        return "layernorm"
-    if base in ("rms_norm", "_fused_rms_norm"):
-        return "rmsnorm"
-    if base in ("cross_entropy_loss", "nll_loss", "nll_loss_nd", "nll_loss2d", "nll_loss_forward"):
-        return "cross_entropy"
-    if base in REDUCE_OPS:
-        return "reduce"
-    return "other"
+    for kind, hook in recognisers():
+        if base in getattr(hook, "OPS", ()) or base.startswith(tuple(getattr(hook, "OP_PREFIXES", ()))):
+            return kind
+    return OTHER
 
 
 # -- modules ----------------------------------------------------------------------------------------
-_NAME_HINTS = (  # (substring of the lower-cased class name, kind)
-    ("rmsnorm", "rmsnorm"), ("layernorm", "layernorm"), ("softmax", "softmax"), ("crossentropy", "cross_entropy"),
-    ("rotary", "rotary_embedding"), ("rope", "rotary_embedding"), ("swiglu", "fused_mlp"), ("feedforward", "fused_mlp"),
-    ("mlp", "fused_mlp"), ("ffn", "fused_mlp"),
-)
-
-
 def _pattern_ops(op_names: Iterable[str]) -> list[str]:
     """The operators that say what a module computes: views, casts and allocations left out."""
     out = []
@@ -152,41 +154,21 @@ def _pattern_ops(op_names: Iterable[str]) -> list[str]:
 def kind_by_pattern(op_names: Iterable[str]) -> str | None:
     """The kernel type whose operator pattern a module's whole subtree matches, else None."""
     ops = _pattern_ops(op_names)
-    s = set(ops)
-    if not s:
+    if not ops:
         return None
-    if s <= {"layer_norm", "native_layer_norm"}:
-        return "layernorm"
-    if s <= {"rms_norm", "_fused_rms_norm"}:
-        return "rmsnorm"
-    if s <= {"softmax", "_softmax"}:
-        return "softmax"
-    ce_ops = {"cross_entropy_loss", "log_softmax", "_log_softmax", "nll_loss", "nll_loss_nd", "mean", "sum"}
-    if s <= ce_ops and ("cross_entropy_loss" in s or ("log_softmax" in s and s & {"nll_loss", "nll_loss_nd"})):
-        return "cross_entropy"
-    norm_ops = {"pow", "mul", "mean", "add", "rsqrt", "sqrt", "div", "reciprocal", "square", "clamp", "clamp_min"}
-    has_root = bool(s & {"rsqrt", "sqrt", "reciprocal", "div"})
-    has_square = bool(s & {"pow", "square", "mul"})
-    if s <= norm_ops and "mean" in s and has_root and has_square:
-        return "rmsnorm"
-    if s <= norm_ops | {"sub", "var", "var_mean", "std"} and "sub" in s and (s & {"mean", "var_mean"}) and has_root:
-        return "layernorm"
-    if s <= {"exp", "sum", "div", "amax", "max", "sub", "mul"} and {"exp", "sum", "div"} <= s:
-        return "softmax"
-    matmuls = sum(1 for o in ops if o in MATMUL_OPS)
-    if matmuls == 3 and "silu" in s and "mul" in s and s <= MATMUL_OPS | {"silu", "mul"}:
-        return "fused_mlp"
-    if s <= {"mul", "add", "sub", "cat", "neg", "stack", "index", "getitem"} and {"mul", "add", "cat", "neg"} <= s:
-        return "rotary_embedding"
+    for kind, hook in recognisers():
+        fn = getattr(hook, "pattern", None)
+        if fn is not None and fn(ops):
+            return kind
     return None
 
 
 def _hinted_kind(name: str) -> str | None:
+    """The type whose name hint `name` holds (the lowest NAME_RANK where several do), else None."""
     low = name.lower().replace("_", "")
-    for hint, kind in _NAME_HINTS:
-        if hint in low:
-            return kind
-    return None
+    hinted = [(getattr(hook, "NAME_RANK", 100), i, kind) for i, (kind, hook) in enumerate(recognisers())
+              if any(h in low for h in getattr(hook, "NAMES", ()))]
+    return min(hinted)[2] if hinted else None
 
 
 def _classify(by_name: str | None, subtree_op_names: Sequence[str]) -> str | None:
@@ -195,8 +177,8 @@ def _classify(by_name: str | None, subtree_op_names: Sequence[str]) -> str | Non
     if not ops:
         return None
     by_pattern = kind_by_pattern(subtree_op_names)
-    if by_name == "fused_mlp":
-        return "fused_mlp" if by_pattern == "fused_mlp" else None  # a plain GELU MLP is just matmuls
+    if by_name is not None and getattr(dict(recognisers()).get(by_name), "NAME_NEEDS_PATTERN", False):
+        return by_name if by_pattern == by_name else None
     if by_name is not None:
         heavy = any(o in MATMUL_OPS or o.startswith(SDPA_PREFIXES) or o in CONV_OPS for o in ops)
         return None if heavy else by_name  # a "norm" that runs matmuls is something else
@@ -204,25 +186,22 @@ def _classify(by_name: str | None, subtree_op_names: Sequence[str]) -> str | Non
 
 
 def classify_module(module: nn.Module, subtree_op_names: Sequence[str]) -> str | None:
-    """A module's kernel type: by class (nn.LayerNorm, nn.RMSNorm, ..., or a telling class name,
-    as long as the ops agree) or by the pattern of operators its subtree runs; None if neither."""
-    if isinstance(module, nn.LayerNorm):
-        by_class = "layernorm"
-    elif hasattr(nn, "RMSNorm") and isinstance(module, nn.RMSNorm):
-        by_class = "rmsnorm"
-    elif isinstance(module, nn.Softmax):
-        by_class = "softmax"
-    elif isinstance(module, nn.CrossEntropyLoss):
-        by_class = "cross_entropy"
-    else:
-        by_class = _hinted_kind(type(module).__name__)
-    return _classify(by_class, subtree_op_names)
+    """A module's kernel type: by class (a type's `MODULES`: nn.LayerNorm, nn.RMSNorm, ...), or a telling
+    class name, as long as the ops agree, or by the pattern of operators its subtree runs; None if neither."""
+    by_class = next((kind for kind, hook in recognisers() if isinstance(module, tuple(getattr(hook, "MODULES", ())))),
+                    None)
+    return _classify(by_class or _hinted_kind(type(module).__name__), subtree_op_names)
 
 
 def classify_function(func_name: str, subtree_op_names: Sequence[str]) -> str | None:
     """The kernel type of one call of a plain Python function in the model's code (say
     `apply_rotary_pos_emb`), by its name if the ops agree, else by the ops' pattern."""
     return _classify(_hinted_kind(func_name), subtree_op_names)
+
+
+def op_pairs() -> list[tuple[frozenset, frozenset, str, str]]:
+    """(head ops, tail ops, call name, kind) of each type whose one call is two operators in a row."""
+    return [(*hook.OP_PAIR, kind) for kind, hook in recognisers() if getattr(hook, "OP_PAIR", None)]
 
 
 # -- bytes and FLOPs of an operator -----------------------------------------------------------------
@@ -239,14 +218,14 @@ def _reduced_dims(op: OpCall, ndim: int) -> list[int]:
     return sorted({d % ndim for d in dims}) if ndim else []
 
 
-def _matmul_mnk(op: OpCall) -> tuple[int, int, int, int] | None:
+def matmul_mnk(op: OpCall) -> tuple[int, int, int, int] | None:
     """(batch, M, N, K) of a matmul-like call, from its recorded shapes."""
     t = [s for s, _ in op.tensor_args()]
     base = op.short
     try:
         if base == "linear":
             x, w = t[0], t[1]
-            return 1, _numel(x[:-1]), w[0], w[1]
+            return 1, numel(x[:-1]), w[0], w[1]
         if base in ("addmm", "_addmm_activation"):
             a, b = t[1], t[2]
             return 1, a[0], b[1], a[1]
@@ -262,10 +241,10 @@ def _matmul_mnk(op: OpCall) -> tuple[int, int, int, int] | None:
         if base == "matmul":
             a, b = t[0], t[1]
             if len(b) == 1:
-                return 1, _numel(a[:-1]), 1, a[-1]
+                return 1, numel(a[:-1]), 1, a[-1]
             if len(b) == 2:
-                return 1, _numel(a[:-1]), b[1], a[-1]
-            batch = _numel(_broadcast([a[:-2], b[:-2]]))
+                return 1, numel(a[:-1]), b[1], a[-1]
+            batch = numel(_broadcast([a[:-2], b[:-2]]))
             m = a[-2] if len(a) >= 2 else 1
             return batch, m, b[-1], b[-2]
         if base in ("mv", "addmv"):
@@ -305,8 +284,8 @@ def _conv_flops_out(op: OpCall) -> tuple[int, int] | None:
         padding = per_dim(padding, 0)
         out_sp = [(x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1 for i in range(spatial)]
     groups = groups if isinstance(groups, int) and groups > 0 else 1
-    out_elems = x[0] * w[0] * _numel(out_sp)
-    flops = 2 * out_elems * (x[1] // groups) * _numel(w[2:])
+    out_elems = x[0] * w[0] * numel(out_sp)
+    flops = 2 * out_elems * (x[1] // groups) * numel(w[2:])
     return flops, out_elems
 
 
@@ -320,33 +299,33 @@ def op_cost(op: OpCall) -> tuple[int, int]:
     if not args:
         return 0, 0
     esize = _DTYPE_BYTES.get(args[0][1], 4)
-    in_bytes = sum(_numel(s) * _DTYPE_BYTES.get(d, 4) for s, d in args)
-    mnk = _matmul_mnk(op) if base in MATMUL_OPS else None
+    in_bytes = sum(numel(s) * _DTYPE_BYTES.get(d, 4) for s, d in args)
+    mnk = matmul_mnk(op) if base in MATMUL_OPS else None
     if mnk:
         b, m, n, k = mnk
         return in_bytes + b * m * n * esize, 2 * b * m * n * k
     if base.startswith(SDPA_PREFIXES) and len(args) >= 3:
         q, k = args[0][0], args[1][0]
         if len(q) >= 2 and len(k) >= 2:
-            flops = 4 * _numel(q[:-1]) * k[-2] * q[-1]
+            flops = 4 * numel(q[:-1]) * k[-2] * q[-1]
             causal = any(v is True for v in op.concrete[3:7])
-            return in_bytes + _numel(q) * esize, flops // 2 if causal else flops
+            return in_bytes + numel(q) * esize, flops // 2 if causal else flops
     if base in CONV_OPS:
         fo = _conv_flops_out(op)
         if fo:
             return in_bytes + fo[1] * esize, fo[0]
     first = args[0][0]
-    n = _numel(first)
+    n = numel(first)
     if base in REDUCE_OPS:
         dims = _reduced_dims(op, len(first))
-        out = n // max(1, _numel([first[d] for d in dims])) if first else 1
-        return _numel(first) * esize + out * esize, n
+        out = n // max(1, numel([first[d] for d in dims])) if first else 1
+        return numel(first) * esize + out * esize, n
     if base in ("cross_entropy_loss", "nll_loss", "nll_loss_nd", "nll_loss_forward"):
         return in_bytes + 4, 4 * n
     if base == "embedding" and len(args) >= 2:
         w, idx = args[0][0], args[1][0]
-        out = _numel(idx) * (w[-1] if w else 1) * esize
-        return _numel(idx) * _DTYPE_BYTES.get(args[1][1], 8) + 2 * out, 0
+        out = numel(idx) * (w[-1] if w else 1) * esize
+        return numel(idx) * _DTYPE_BYTES.get(args[1][1], 8) + 2 * out, 0
     if base in ("to", "_to_copy"):
         code = op.arg(1)
         out_size = _SCALAR_TYPE_BYTES.get(code, esize) if isinstance(code, int) and not isinstance(code, bool) else esize
@@ -356,7 +335,7 @@ def op_cost(op: OpCall) -> tuple[int, int]:
     if base in ("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "group_norm", "batch_norm",
                 "native_batch_norm", "_native_batch_norm_legit_no_training", "softmax", "_softmax", "log_softmax", "_log_softmax"):
         return in_bytes + n * esize, 5 * n
-    out = _numel(_broadcast(s for s, _ in args))
+    out = numel(_broadcast(s for s, _ in args))
     return in_bytes + out * esize, out
 
 
@@ -369,7 +348,7 @@ def cost_known(op: OpCall) -> bool:
 
 
 # -- a call in a kernel spec's terms ----------------------------------------------------------------
-def _rows_cols(ops: Sequence[OpCall], names: set[str]) -> dict[str, int] | None:
+def rows_cols(ops: Sequence[OpCall], names: set[str]) -> dict[str, int] | None:
     """rows/cols of a row-wise kernel from its reduction op (the biggest one), any reduced dims."""
     best = None
     for op in ops:
@@ -383,82 +362,28 @@ def _rows_cols(ops: Sequence[OpCall], names: set[str]) -> dict[str, int] | None:
         if base in ("layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm"):
             norm = op.arg(1)
             k = len(norm) if isinstance(norm, (list, tuple)) and norm else 1
-            cols = _numel(shape[-k:]) if shape else 1
+            cols = numel(shape[-k:]) if shape else 1
         else:
             dims = _reduced_dims(op, len(shape))
-            cols = _numel([shape[d] for d in dims]) if shape else 1
-        n = _numel(shape)
+            cols = numel([shape[d] for d in dims]) if shape else 1
+        n = numel(shape)
         if best is None or n > best[0]:
             best = (n, {"rows": max(1, n // max(cols, 1)), "cols": cols})
     return best[1] if best else None
 
 
 def kernel_shape(kind: str, ops: Sequence[OpCall]) -> dict[str, Any] | None:
-    """The spec shape (keys as in docs/ARCHITECTURE.md) of one call of a kernel type, derived from
-    the operators it ran; None when the ops do not say (or for `other`)."""
-    if kind == "rmsnorm":
-        return _rows_cols(ops, {"mean", "rms_norm", "_fused_rms_norm", "norm", "linalg_vector_norm", "sum"})
-    if kind == "layernorm":
-        return _rows_cols(ops, {"layer_norm", "native_layer_norm", "mean", "var", "var_mean"})
-    if kind == "softmax":
-        return _rows_cols(ops, {"softmax", "_softmax", "_safe_softmax", "sum", "amax"})
-    if kind == "reduce":
-        return _rows_cols(ops, REDUCE_OPS)
-    if kind == "cross_entropy":
-        for op in ops:
-            if op.short in ("cross_entropy_loss", "log_softmax", "_log_softmax", "nll_loss", "nll_loss_nd", "nll_loss_forward"):
-                args = op.tensor_args()
-                if args and len(args[0][0]) >= 2:
-                    shape = args[0][0]
-                    return {"rows": _numel(shape) // shape[1], "vocab": shape[1]}
-        return None
-    if kind == "flash_attention":
-        for op in ops:
-            if op.short.startswith(SDPA_PREFIXES):
-                args = op.tensor_args()
-                if args and len(args[0][0]) == 4:
-                    b, h, s, d = args[0][0]
-                    causal = any(v is True for v in op.concrete[3:7])
-                    return {"batch": b, "heads": h, "seq": s, "head_dim": d, "causal": causal}
-        return None
-    if kind == "rotary_embedding":
-        best = None
-        for op in ops:
-            if op.short == "mul":
-                for shape, _ in op.tensor_args():
-                    if len(shape) in (3, 4) and (best is None or _numel(shape) > _numel(best)):
-                        best = shape
-        if best is None:
-            return None
-        b, h, s, d = best if len(best) == 4 else (best[0], 1, best[1], best[2])
-        return {"batch": b, "heads": h, "seq": s, "head_dim": d}
-    if kind == "matmul":
-        for op in ops:
-            mnk = _matmul_mnk(op) if op.short in MATMUL_OPS else None
-            if mnk:
-                b, m, n, k = mnk
-                return {"M": b * m, "N": n, "K": k}
-        return None
-    if kind == "fused_mlp":
-        mms = [(op, _matmul_mnk(op)) for op in ops if op.short in MATMUL_OPS]
-        mms = [(op, x) for op, x in mms if x]
-        if len(mms) < 3:
-            return None
-        _, (b, m, n, k) = max(mms, key=lambda t: t[1][2])  # gate/up: the widest output
-        return {"tokens": b * m, "hidden": k, "intermediate": n}
-    return None
+    """The spec shape (keys as in the type's spec) of one call of a kernel type, derived from the
+    operators it ran (the type's recognise hook); None when the ops do not say (or for `other`)."""
+    fn = getattr(dict(recognisers()).get(kind), "shape", None)
+    return fn(ops) if fn is not None else None
 
 
 def exact_spec_shape(kind: str, ops: Sequence[OpCall]) -> bool:
     """Whether the spec's bytes formula describes this call (a batched matmul with per-batch
     weights is not the spec's [M,K]x[K,N], so its bytes come from the operators instead)."""
-    if kind != "matmul":
-        return True
-    for op in ops:
-        mnk = _matmul_mnk(op) if op.short in MATMUL_OPS else None
-        if mnk:
-            return mnk[0] == 1
-    return False
+    fn = getattr(dict(recognisers()).get(kind), "exact", None)
+    return fn(ops) if fn is not None else True
 
 
 def main_dtype(ops: Sequence[OpCall]) -> str | None:
@@ -466,6 +391,6 @@ def main_dtype(ops: Sequence[OpCall]) -> str | None:
     best = None
     for op in ops:
         for shape, dt in op.tensor_args():
-            if dt in ("float", "c10::Half", "c10::BFloat16", "double") and (best is None or _numel(shape) > best[0]):
-                best = (_numel(shape), dt)
+            if dt in ("float", "c10::Half", "c10::BFloat16", "double") and (best is None or numel(shape) > best[0]):
+                best = (numel(shape), dt)
     return dtype_label(best[1]) if best else None

@@ -25,6 +25,7 @@ from torch.profiler import ProfilerActivity, record_function
 from . import amdahl
 from .attribution import (
     TORCH_DTYPES, OpCall, classify_function, classify_module, cost_known, exact_spec_shape, kernel_shape, kind_of_op, main_dtype, op_cost,
+    op_pairs,
 )
 from .devices import device_name as _device_name
 from .model_loading import LoadedModel
@@ -416,20 +417,22 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
         module_claim, func_claim = claim_memo[id(evt)]
         return module_claim or func_claim
 
-    # log_softmax then nll_loss on its output, in one scope, is a cross-entropy written out by hand:
-    # the nll_loss joins the log_softmax's call, and both make one row
-    ce_partner: dict[int, Any] = {}  # id(nll_loss top op) -> its log_softmax top op
-    ce_heads: set[int] = set()
-    last_log_softmax: dict[int, Any] = {}
-    for e in tops:
-        short = OpCall(e.name).short
-        if short in ("log_softmax", "_log_softmax"):
-            last_log_softmax[id(scope(e))] = e
-        elif short in ("nll_loss", "nll_loss_nd", "nll_loss2d"):
-            head = last_log_softmax.pop(id(scope(e)), None)
-            if head is not None and (head.input_shapes or [None])[0] == (e.input_shapes or [None])[0]:
-                ce_partner[id(e)] = head
-                ce_heads.add(id(head))
+    # a type whose one call is two operators in a row (a recognise hook's OP_PAIR: log_softmax then
+    # nll_loss on its output, a cross-entropy written out by hand): in one scope, the tail on the head's
+    # input joins the head's call, and both make one row
+    pair_partner: dict[int, Any] = {}  # id(tail top op) -> its head top op
+    pair_heads: dict[int, tuple[str, str]] = {}  # id(head top op) -> (kind, call name)
+    for heads, tails, call_name, pair_kind in op_pairs():
+        last_head: dict[int, Any] = {}
+        for e in tops:
+            short = OpCall(e.name).short
+            if short in heads:
+                last_head[id(scope(e))] = e
+            elif short in tails:
+                head = last_head.pop(id(scope(e)), None)
+                if head is not None and (head.input_shapes or [None])[0] == (e.input_shapes or [None])[0]:
+                    pair_partner[id(e)] = head
+                    pair_heads[id(head)] = (pair_kind, call_name)
 
     # 2. every event's self time, once, to a (kind, name) group and one call within it
     groups: dict[tuple[str, str], dict[int, _Call]] = defaultdict(dict)
@@ -452,11 +455,11 @@ def attribute(events: Any, ranges: ModuleRanges, device: str, iters: int, wall_m
                 groups[key][id(c)] = _Call()
             return key, id(c)
         top = top_op(evt)
-        if top is not None and id(top) in ce_partner:
-            top = ce_partner[id(top)]
+        if top is not None and id(top) in pair_partner:
+            top = pair_partner[id(top)]
         unit = top or evt
-        if top is not None and id(top) in ce_heads:
-            key = ("cross_entropy", "log_softmax+nll_loss")
+        if top is not None and id(top) in pair_heads:
+            key = pair_heads[id(top)]
         elif top is not None:
             key = (kind_of_op(top.name), unit.name)
         else:  # a kernel launched from Python (Triton), outside any operator: name it by the kernel

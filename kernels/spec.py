@@ -134,6 +134,9 @@ class KernelSpec:
     # path by the others, so the CPU interpreter checks a shape too large for it with these cut to a few
     # (`engine/coverage.py`), and says that it did (a path chosen by the row count may still go unseen).
     batch_dims: tuple[str, ...] = ()
+    # Where the type is listed among the kernel types (lower first, ties by name): `autokernel kernels`,
+    # the profiler's kinds and the CUDA self-check keep one order however the folders were found.
+    order: int = 1000
 
     @property
     def eager(self) -> Callable[..., torch.Tensor]:

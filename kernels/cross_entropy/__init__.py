@@ -55,6 +55,7 @@ def shape_from_args(logits, targets=None, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="cross_entropy",
+    order=70,
     signature="kernel_fn(logits, targets)",
     summary="mean over rows of logsumexp(logits) - logits[target], rows with target -100 skipped; logits [rows, vocab], int64 targets; fp32 scalar",
     reference=reference,

@@ -73,6 +73,7 @@ def _shape(b, h, s, d, causal):
 
 SPEC = KernelSpec(
     name="flash_attention",
+    order=50,
     signature="kernel_fn(q, k, v, causal=False)",
     summary="softmax(q @ k.T / sqrt(D), causal or not) @ v for q, k, v [batch, heads, seq, head_dim]",
     reference=reference,

@@ -65,6 +65,7 @@ def shape_from_args(x, w_gate, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="fused_mlp",
+    order=60,
     signature="kernel_fn(x, w_gate, w_up, w_down)",
     summary="SwiGLU MLP (silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T, x [tokens, hidden], nn.Linear weights",
     reference=reference,

@@ -50,6 +50,7 @@ def shape_from_args(x, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="layernorm",
+    order=30,
     signature="kernel_fn(x, weight, bias, eps=1e-5)",
     summary="LayerNorm over the last dim of x [rows, cols] with weight and bias [cols], fp32 math, output in x's dtype",
     reference=reference,

@@ -48,6 +48,7 @@ def shape_from_args(a, b, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="matmul",
+    order=10,
     signature="kernel_fn(a, b)",
     summary="a @ b for a [M, K], b [K, N]: fp32 accumulation, output [M, N] in a's dtype",
     reference=reference,

@@ -49,6 +49,7 @@ def shape_from_args(x, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="reduce",
+    order=90,
     signature="kernel_fn(x)",
     summary="x.sum(-1) for x [rows, cols]: fp32 accumulation, output [rows] in x's dtype",
     reference=reference,

@@ -42,6 +42,7 @@ def shape_from_args(x, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="rmsnorm",
+    order=40,
     signature="kernel_fn(x, weight, eps=1e-6)",
     summary="RMSNorm over the last dim of x [rows, cols] with weight [cols], fp32 math, output in x's dtype",
     reference=reference,

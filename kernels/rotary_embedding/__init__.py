@@ -63,6 +63,7 @@ def shape_from_args(x, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="rotary_embedding",
+    order=80,
     signature="kernel_fn(x, cos, sin)",
     summary="x * cos + rotate_half(x) * sin for x [batch, heads, seq, head_dim], cos/sin [seq, head_dim]",
     reference=reference,

@@ -40,6 +40,7 @@ def shape_from_args(x, *rest, **kwargs):
 
 SPEC = KernelSpec(
     name="softmax",
+    order=20,
     signature="kernel_fn(x)",
     summary="softmax over the last dim of x [rows, cols], fp32 math, output in x's dtype",
     reference=reference,

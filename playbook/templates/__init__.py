@@ -61,8 +61,16 @@ class Knob:
         return self.name.upper()
 
 
+def _folder_template(kernel: str) -> ModuleType | None:
+    """A kernel type's own template (`kernels/<type>/template.py`), so a type added as one folder,
+    inside the library or outside it (AUTOKERNEL_KERNEL_DIRS), is searched by the playbook agent too."""
+    from autokernel.kernels import hook
+
+    return hook(kernel, "template")
+
+
 def available() -> list[str]:
-    """Kernel types with a template in this build."""
+    """Kernel types with a template in this build: the playbook's, then those kernel folders carry."""
     out = []
     for name in TEMPLATE_KERNELS:
         try:
@@ -72,13 +80,18 @@ def available() -> list[str]:
                 continue
             raise
         out.append(name)
-    return out
+    from autokernel.kernels import hooks
+
+    return out + [name for name, _ in hooks("template") if name not in out]
 
 
 def get_template(kernel: str) -> ModuleType:
     """The template module of a kernel type; ValueError if the playbook has none for it."""
     if kernel not in TEMPLATE_KERNELS:
-        raise ValueError(f"the playbook has no template for kernel {kernel!r}; it has: {', '.join(available())}")
+        module = _folder_template(kernel)
+        if module is None:
+            raise ValueError(f"the playbook has no template for kernel {kernel!r}; it has: {', '.join(available())}")
+        return module
     try:
         return importlib.import_module(f"{__name__}.{kernel}")
     except ModuleNotFoundError as e:
