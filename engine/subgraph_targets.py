@@ -5,7 +5,9 @@ nodes of the model's captured ATen graph (engine/subgraph.py), grown to the larg
 a fused kernel could replace and that no other target holds, written as a KernelBench-form problem in the
 session's folder, and seeded from Inductor's Triton (engine/seeding.py) when the session reaches it.
 Each is then searched like KernelBench mode's whole-problem target (`SubgraphSearch`), and its winner goes
-back into the model through `kernel_fn` and engine/subgraph_patch.py.
+back into the model through `kernel_fn` and engine/subgraph_patch.py. The playbook agent tunes the seed's
+knobs; the LLM agent rewrites it, seeing it with its problem folded to one line (`fold_problem`) and writing
+only kernels and ModelNew, which `complete_candidate` makes a whole candidate file again.
 
 Capturing a model and seeding each problem cost seconds to minutes on a CPU, so the session plans these
 targets only when its walk down the Amdahl order reaches the first such row with budget left, and seeds each
@@ -15,6 +17,7 @@ the same problems without capturing or seeding again.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import replace
@@ -36,6 +39,77 @@ MAX_SAVED_BYTES = 8 * 2**20
 
 def is_subgraph(name: str) -> bool:
     return name.startswith(PREFIX)
+
+
+# An Inductor seed carries its problem verbatim between these lines (engine/inductor_seed.py `write_seed`): the
+# Model a ModelNew may subclass, and the `kernel_fn` with its SUBGRAPH through which a kept kernel goes back
+# into the model. A candidate written by an LLM gets the same block from the seed (`complete_candidate`).
+_PROBLEM_BLOCK = re.compile(
+    r"^# ---- the problem (?P<name>[^\n]+?), verbatim ----\n.*?^# ---- end of the problem ----$", re.S | re.M)
+PROBLEM_MARK = "# ---- the problem {name} goes here (the harness puts it in: Model, SUBGRAPH, kernel_fn) ----"
+_RESERVED = ("kernel_fn", "SUBGRAPH", "_BUILT")  # the problem's: a candidate that defines them again breaks the swap
+
+
+def fold_problem(source: str) -> str:
+    """`source` with the problem it carries verbatim replaced by one mark line: what a prompt shows (the problem
+    is shown once on its own, and its saved values, inline in a seed, can take megabytes)."""
+    return _PROBLEM_BLOCK.sub(lambda m: PROBLEM_MARK.format(name=m.group("name")), source, count=1)
+
+
+def problem_mark(seed_source: str) -> str | None:
+    """The line that stands for the seed's problem in a folded file (None: the seed carries no problem)."""
+    m = _PROBLEM_BLOCK.search(seed_source)
+    return PROBLEM_MARK.format(name=m.group("name")) if m else None
+
+
+def complete_candidate(code: str, seed_source: str) -> str:
+    """A subgraph target's candidate file from the part an LLM writes (kernels and `class ModelNew`): the seed's
+    problem block where the mark line stands, else at the top, after any docstring and `from __future__` lines.
+    ValueError (why) when the seed carries no problem or the code defines what the problem defines."""
+    m = _PROBLEM_BLOCK.search(seed_source)
+    if m is None:
+        raise ValueError("the seed carries no problem block to build a candidate around")
+    block = m.group(0)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code  # the answer check says why, at the line the model wrote
+    defined = _top_level_names(tree)
+    if "kernel_fn.subgraph" in defined:  # the whole file, problem included (e.g. a seed edited as it is)
+        return code
+    clash = [n for n in _RESERVED if n in defined]
+    if clash:
+        raise ValueError(f"the code defines {', '.join(clash)}, which the problem defines (the harness puts the "
+                       "problem in at the mark line: leave them out)")
+    mark = PROBLEM_MARK.format(name=m.group("name"))
+    if mark in code:
+        return code.replace(mark, block, 1)
+    head = 0
+    for node in tree.body:
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
+            node.value.value, str) and node is tree.body[0]
+        if not (docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__")):
+            break
+        head = node.end_lineno or head
+    lines = code.splitlines(keepends=True)
+    return "".join(lines[:head]) + ("\n" if head else "") + block + "\n\n" + "".join(lines[head:])
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module's top level defines or assigns (`kernel_fn.subgraph` for an attribute of one)."""
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    out.add(n.id)
+                elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                    out.add(f"{n.value.id}.{n.attr}")
+    return out
 
 
 def target_name(ops: list[str], taken: set[str]) -> str:
@@ -189,6 +263,10 @@ class SubgraphSearch(TargetSearch):
         return {"problem": self.problem, "size": self.ctx.size}
 
     def _context(self, seed: Any) -> Any:
+        """A whole-problem context that also names Inductor's seed and its measurement (an LLM's prompt shows
+        them whatever this round's parent is)."""
         from .problem_spec import PROBLEM_TARGET
 
-        return replace(super()._context(seed), kernel=PROBLEM_TARGET, problem=self.problem)
+        start = self.t.starter
+        return replace(super()._context(seed), kernel=PROBLEM_TARGET, problem=self.problem,
+                       seed_source=start.source if start else "", seed=start.measurement() if start else None)

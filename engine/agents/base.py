@@ -90,6 +90,10 @@ class AgentContext:
     max_variants: int = 3
     hint: str = ""  # anything the person typed to steer the agent
     problem: str = ""  # the problem file, for a whole-problem target (kernel "problem": write all of ModelNew)
+    # A subgraph target's start, Inductor's seed (engine/subgraph_targets.py), whatever this round's parent is:
+    # its source (the problem inside it verbatim) and what it measured.
+    seed_source: str = ""
+    seed: Measurement | None = None
 
 
 class Agent(Protocol):

@@ -44,6 +44,10 @@ _LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "op
                     "httpx", "httpcore.http11", "httpcore.connection")
 _RETRYABLE_NAMES = ("Timeout", "RateLimitError", "APIConnectionError", "ServiceUnavailableError",
                     "InternalServerError", "BadGatewayError")
+# How long one request may take before it counts as timed out (and is retried): long enough for a large
+# model's whole answer; a local server, a CI run or a soak may want less (`--llm-timeout-s`, or this variable).
+TIMEOUT_ENV = "AUTOKERNEL_LLM_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 300.0
 
 
 class ProposalFailed(RuntimeError):
@@ -134,6 +138,39 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
+def parse_timeout(text: Any, what: str = TIMEOUT_ENV) -> float:
+    """Seconds from `--llm-timeout-s` or the environment variable; a one-line UserError for anything else."""
+    try:
+        value = float(str(text).strip().lower().removesuffix("s"))
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise UserError(f"{what} must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def llm_timeout_s() -> float:
+    """The request timeout agents are built with: the environment's (set by `--llm-timeout-s`), else the default."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    return parse_timeout(text) if text else DEFAULT_TIMEOUT_S
+
+
+def add_timeout_flag(p: Any) -> None:
+    """`--llm-timeout-s` on a command that builds an LLM agent (optimize, kernelbench)."""
+    p.add_argument("--llm-timeout-s", default=None, metavar="SECONDS",
+                   help=f"how long one LLM request may take before it is retried (default {DEFAULT_TIMEOUT_S:g}, "
+                        f"or ${TIMEOUT_ENV})")
+
+
+def use_timeout_flag(args: Any) -> float:
+    """Apply `--llm-timeout-s` (through the environment, which the session's agent and the TUI read) and check
+    the environment's value, so that a bad one is the command's one-line error before anything runs."""
+    given = getattr(args, "llm_timeout_s", None)
+    if given is not None:
+        os.environ[TIMEOUT_ENV] = repr(parse_timeout(given, "--llm-timeout-s"))
+    return llm_timeout_s()
+
+
 def _litellm():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
     import litellm
@@ -149,20 +186,25 @@ class LLMAgent:
 
     `api_key=None` lets litellm read the provider's environment variable (OPENAI_API_KEY, ...).
     A local OpenAI-compatible server needs only `api_base` (a placeholder key is sent if none is set).
+    `timeout_s=None` takes $AUTOKERNEL_LLM_TIMEOUT_S (what `--llm-timeout-s` sets), else DEFAULT_TIMEOUT_S.
     `backoff_s`, `max_backoff_s` and `sleep` set the waits between retries (tests make them short);
     `cancel()` ends a wait early.
     """
 
     whole_problems = True  # it can write a whole ModelNew for a problem with no known kernel type
+    # In an optimize session, rows of no kernel type become subgraph targets that start from Inductor's seed,
+    # which it rewrites (the prompt shows the seed and its measurement; engine/subgraph_targets.py).
+    tunes_seeds = True
 
     def __init__(self, model: str, api_base: str | None = None, api_key: str | None = None, *,
-                 temperature: float = 0.7, timeout_s: float = 300.0, max_retries: int = 4,
+                 temperature: float = 0.7, timeout_s: float | None = None, max_retries: int = 4,
                  max_tokens: int = 8192, fix_attempts: int = 2, backoff_s: float = 2.0,
                  max_backoff_s: float = 60.0, max_retry_after_s: float = 300.0,
                  sleep: Callable[[float], None] | None = None):
         model = (model or "").strip()
         if not model:
             raise UserError("--agent needs a model string, e.g. openai/gpt-4o or anthropic/claude-sonnet-4")
+        timeout_s = llm_timeout_s() if timeout_s is None else timeout_s
         for name, value in (("timeout_s", timeout_s), ("max_tokens", max_tokens)):
             if value <= 0:
                 raise UserError(f"LLM {name} must be positive, not {value}")
@@ -234,6 +276,12 @@ class LLMAgent:
         signature = getattr(spec, "signature", "") or _signature_of(spec)
         entry = getattr(spec, "entry", "kernel_fn")
         tier = current_tier(ctx.history)
+        complete = None
+        if ctx.seed_source:  # a subgraph target: the model writes kernels and ModelNew, the seed's problem goes in
+            from ..subgraph_targets import complete_candidate
+
+            complete = lambda code: complete_candidate(code, ctx.seed_source)  # noqa: E731
+        known = [s for s in (ctx.parent_source, ctx.seed_source) if s]  # repeating either is no experiment
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
                     {"role": "user", "content": build_prompt(ctx, spec)}]
         self._calls += 1
@@ -243,7 +291,7 @@ class LLMAgent:
             for attempt in range(self.fix_attempts + 1):
                 text, finish = self._complete(messages)
                 ideas, rejected = parse_answer(text, signature, ctx.backend, tier, ctx.max_ideas, ctx.max_variants,
-                                               known_sources=[ctx.parent_source], entry=entry)
+                                               known_sources=known, entry=entry, complete=complete)
                 for r in rejected:
                     self._fail(r, attempt)
                 if ideas:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from .base import TIERS, Idea, Variant
 
@@ -73,10 +74,12 @@ def check_source(source: str, signature: str, backend: str, entry: str = "kernel
 
 
 def parse_answer(text: str, signature: str, backend: str, default_tier: int, max_ideas: int = 3,
-                 max_variants: int = 3, known_sources: list[str] = (),
-                 entry: str = "kernel_fn") -> tuple[list[Idea], list[Rejected]]:
+                 max_variants: int = 3, known_sources: list[str] = (), entry: str = "kernel_fn",
+                 complete: Callable[[str], str] | None = None) -> tuple[list[Idea], list[Rejected]]:
     """The usable ideas of an answer and what was rejected. An answer with no code at all is one rejection;
-    code identical to a `known_sources` file (the parent) is rejected too, since the loop would skip it."""
+    code identical to a `known_sources` file (the parent) is rejected too, since the loop would skip it.
+    `complete` makes each code block the file the harness runs (a subgraph target's problem put in), or
+    raises ValueError with the reason it cannot; the checks then read that file."""
     text = _THINKING.sub("", (text or "").replace("\r\n", "\n"))
     if not text.strip():
         return [], [Rejected("the answer is empty", "")]
@@ -86,7 +89,7 @@ def parse_answer(text: str, signature: str, backend: str, default_tier: int, max
     ideas, rejected = [], []
     seen = {_normalised(s) for s in known_sources}
     for chunk in _split_ideas(text):
-        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants, seen, entry)
+        idea, bad = _read_idea(chunk, signature, backend, default_tier, max_variants, seen, entry, complete)
         rejected += bad
         if idea is not None and len(ideas) < max_ideas:
             ideas.append(idea)
@@ -105,7 +108,8 @@ def _split_ideas(text: str) -> list[str]:
 
 
 def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
-               max_variants: int, seen: set[str], entry: str = "kernel_fn") -> tuple[Idea | None, list[Rejected]]:
+               max_variants: int, seen: set[str], entry: str = "kernel_fn",
+               complete: Callable[[str], str] | None = None) -> tuple[Idea | None, list[Rejected]]:
     fields: dict[str, str] = {}
     first_fence = chunk.find("```")
     head = chunk if first_fence < 0 else chunk[:first_fence]
@@ -127,14 +131,19 @@ def _read_idea(chunk: str, signature: str, backend: str, default_tier: int,
     tier = _tier(fields.get("TIER", ""), default_tier)
     title = fields.get("TITLE") or _first_line(head) or "LLM proposal"
     variants, rejected = [], []
-    for n, (label, lang, code) in enumerate(_variants(chunk)):
+    for n, (label, lang, written) in enumerate(_variants(chunk)):
         if lang.lower() not in _CODE_LANGS:
             continue
-        reason = check_source(code, signature, backend, entry)
+        code = written
+        try:
+            code = complete(written) if complete is not None else written
+            reason = check_source(code, signature, backend, entry)
+        except ValueError as e:
+            reason = str(e)
         if reason is None and _normalised(code) in seen:
             reason = "the code repeats the parent (or another variant) unchanged"
         if reason is not None:
-            rejected.append(Rejected(f"idea {title!r}: {reason}", _excerpt(code)))
+            rejected.append(Rejected(f"idea {title!r}: {reason}", _excerpt(written)))
             continue
         seen.add(_normalised(code))
         if len(variants) < max_variants:

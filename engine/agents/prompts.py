@@ -144,14 +144,19 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
     tier = current_tier(ctx.history)
     name, text = pages.get(tier, (TIERS.get(tier, ""), ""))
     sections = ["# The operation", spec_section(spec, ctx), ""]
+    seed_id = ctx.seed.candidate_id if ctx.seed_source and ctx.seed else None
+    if ctx.seed_source:
+        sections += seed_section(ctx)
     if isinstance(spec, ProblemBrief) and ctx.parent_id == MODEL_SEED:
         sections += ["# The starting point: the problem's Model above (no ModelNew written yet)", ""]
+    elif seed_id is not None and ctx.parent_id == seed_id:
+        sections += [f"# The parent you build on: Inductor's seed ({seed_id}) above", ""]
     else:
         sections += [f"# The parent kernel ({ctx.parent_id or 'starter'}) you build on",
                      f"Measured: {describe_measurement(ctx.parent_measurement)}"]
         if ctx.parent_params:
             sections.append("Parameters: " + ", ".join(f"{k}={v}" for k, v in ctx.parent_params.items()))
-        sections += ["```python", ctx.parent_source.rstrip(), "```", ""]
+        sections += ["```python", _shown(ctx.parent_source, ctx), "```", ""]
     if ctx.best is not None:
         sections.append(f"Best so far: {ctx.best.candidate_id} {describe_measurement(ctx.best)}")
     if ctx.pool:
@@ -163,7 +168,10 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
                  f"Other tiers: {others}. Move to another tier when the measurements point there.", ""]
     if ctx.hint:
         sections += ["# The engineer watching asks", ctx.hint, ""]
-    goal = ("ModelNew (one complete file) faster than the problem's Model (and than the parent, if any) on its inputs"
+    if ctx.seed_source:
+        sections += file_section(ctx)
+    goal = ("ModelNew faster than Inductor's seed and the parent on the problem's inputs" if ctx.seed_source else
+            "ModelNew (one complete file) faster than the problem's Model (and than the parent, if any) on its inputs"
             if isinstance(spec, ProblemBrief) else
             f"{getattr(spec, 'signature', 'kernel_fn')} faster than the parent on the target shape and dtype")
     sections.append(
@@ -172,6 +180,40 @@ def build_prompt(ctx: AgentContext, spec: Any, pages: dict[int, tuple[str, str]]
         f"Write {_BACKENDS.get(ctx.backend, ctx.backend)}. "
         "Use the answer format exactly.")
     return "\n".join(sections)
+
+
+def seed_section(ctx: AgentContext) -> list[str]:
+    """A subgraph target's start: the Triton Inductor writes for the problem, as a candidate, and its measurement."""
+    seed = ctx.seed
+    lines = [f"# Inductor's seed ({seed.candidate_id if seed else 'not stored yet'}): the Triton kernels "
+             "torch.compile writes for this problem, made a plain candidate file",
+             f"Measured: {describe_measurement(seed)}"]
+    if seed is not None and seed.params:
+        lines.append("Launch settings: " + ", ".join(f"{k}={v}" for k, v in seed.params.items()))
+    return lines + ["```python", _shown(ctx.seed_source, ctx), "```", ""]
+
+
+def file_section(ctx: AgentContext) -> list[str]:
+    """What a subgraph target's candidate file holds, and where the problem's own source goes."""
+    from ..subgraph_targets import problem_mark
+
+    mark = problem_mark(ctx.seed_source) or "(the problem's source)"
+    return ["# The file to write",
+            "This problem is a piece of the user's model: your kernel replaces it there. Write your @triton.jit "
+            "kernels and `class ModelNew`, whose forward takes the problem's inputs (get_inputs()) and returns what "
+            "Model.forward returns. Do not copy the problem: the harness puts its source (Model, SUBGRAPH, "
+            "kernel_fn) where this line stands in your file, or at its top when the line is missing, so ModelNew "
+            "may subclass Model as the seed does:", mark,
+            "Do not define kernel_fn, SUBGRAPH or _BUILT yourself.", ""]
+
+
+def _shown(source: str, ctx: AgentContext) -> str:
+    """A candidate's source as the prompt shows it: a subgraph target's problem folded to its mark line."""
+    if not ctx.seed_source:
+        return source.rstrip()
+    from ..subgraph_targets import fold_problem
+
+    return fold_problem(source).rstrip()
 
 
 def _source_of(fn: Any) -> str:

@@ -16,6 +16,7 @@ import shlex
 import sys
 from typing import Any, TextIO
 
+from ..agents.llm import add_timeout_flag, use_timeout_flag
 from ..errors import UserError
 from .common import (BackgroundRun, add_db_flag, add_device_flag, add_json_flag, add_workers_flags, check_workers,
                      open_store, print_json)
@@ -45,6 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "ModelNew (its own Triton kernels; target 'problem'), and the playbook reports it skipped")
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
+    add_timeout_flag(p)
     p.add_argument("--max-experiments-per-problem", type=int, default=None, metavar="N",
                    help="experiments per problem, starters included (default 20)")
     p.add_argument("--size", choices=("small", "large"), default=None,
@@ -131,6 +133,7 @@ def _command_line() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    use_timeout_flag(args)  # before any agent is built
     if args.resume:
         batch, n = _resumed_batch(args)
     else:

@@ -16,6 +16,7 @@ import time
 from typing import Any, TextIO
 
 from .. import events as ev
+from ..agents.llm import add_timeout_flag, use_timeout_flag
 from ..errors import UserError
 from ..fit import NO_FIT
 from ..results import STAGES
@@ -53,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the offline playbook agent (default) or any litellm model string")
     p.add_argument("--api-base", default=None, metavar="URL",
                    help="an OpenAI-compatible server for the LLM agent (e.g. a local vLLM)")
+    add_timeout_flag(p)
     add_device_flag(p)
     p.add_argument("--backend", choices=("triton", "cuda"), default="triton",
                    help="which starters to search from (cuda: CUDA C++, needs a GPU; the playbook writes Triton only)")
@@ -211,6 +213,7 @@ def _run_in_tui(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..session import OptimizeSession, SessionConfig, resumed_approval
 
+    use_timeout_flag(args)  # through the environment, so the TUI's session reads it too
     if not args.headless:
         return _run_in_tui(args)
     store = open_store(args)
