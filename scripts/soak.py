@@ -6,7 +6,8 @@ lost, the store's integrity, and how long each fault cost.
     python3 scripts/soak.py --minutes 20 --device cuda --out soak-gpu      # a GPU box
 
 Faults: a worker SIGKILLed mid-stage; a candidate that hangs; one that allocates until it cannot; the
-LLM server answering garbage, timing out, 429 with Retry-After, dropping the connection; the engine
+LLM server answering garbage, timing out (held past the engine's `--llm-timeout-s`, which the soak sets short
+with its own --llm-timeout-s), 429 with Retry-After, dropping the connection; the engine
 SIGKILLed (twice) and resumed with `--resume`. At the end the engine is stopped with SIGTERM (a clean
 stop, as Ctrl-C), resumed once more to finish the experiment the stop left undecided, and the store is judged
 (scripts/soak_ledger.py). Writes soak.json and soak.md under --out; soak.json is rewritten every minute
@@ -153,7 +154,8 @@ class Soak:
     # -- the engine -------------------------------------------------------------------------------
     def _command(self, resume: str | None, max_experiments: int | None = None) -> list[str]:
         cmd = [sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", "--device", self.args.device,
-               "--api-base", self.llm.api_base, "--db", str(self.db), "--plateau", "1000000", "--no-integrate"]
+               "--api-base", self.llm.api_base, "--db", str(self.db), "--plateau", "1000000", "--no-integrate",
+               "--llm-timeout-s", repr(self.args.llm_timeout_s)]
         if resume:
             cmd += ["--resume", resume]
         else:
@@ -340,6 +342,7 @@ class Soak:
             "command": " ".join(sys.argv), "commit": (self.code.parent / "COMMIT").read_text().strip()
             if self.code else None, "device": self.args.device, "machine": machine(),
             "minutes": self.args.minutes, "elapsed_s": round(time.time() - self.t0, 1), "final": final,
+            "llm_timeout_s": self.args.llm_timeout_s, "llm_timeout_delay_s": self.args.llm_timeout_delay_s,
             "faults_injected": per_kind, "faults_queued_not_served": len(self.llm.pending),
             "faults": events, "engine_runs": self.runs, "engine_crashes": len(crashes),
             "orphaned_workers": self.orphans, "llm_requests": self.llm.requests, "llm_good_answers": self.llm.answers,
@@ -372,7 +375,9 @@ def markdown(r: dict) -> str:
     lines = [
         f"# Soak: {r['minutes']:g} minutes on {r['device']}", "",
         f"- command: `{r['command']}`", f"- machine: {r['machine']}",
-        f"- elapsed: {r['elapsed_s'] / 60:.1f} min, {len(r['engine_runs'])} engine processes", "",
+        f"- elapsed: {r['elapsed_s'] / 60:.1f} min, {len(r['engine_runs'])} engine processes",
+        f"- LLM request timeout: {r['llm_timeout_s']:g} s (a timed-out request is held {r['llm_timeout_delay_s']:g} s)"
+        if r.get("llm_timeout_s") else None, "",
         "| figure | value |", "|---|---|",
         f"| experiments completed (decided) | {led['decided']} of {led['written']} written |",
         f"| engine crashes besides the injected kills | {r['engine_crashes']} |",
@@ -401,14 +406,23 @@ def main() -> None:
     p.add_argument("--out", default="soak-out", help="folder for the database, logs, soak.json and soak.md")
     p.add_argument("--sample-s", type=float, default=10.0, help="seconds between samples of RSS and store size")
     p.add_argument("--mem-limit-gb", type=float, default=4.0, help="RLIMIT_AS of the engine and its workers (CPU)")
-    p.add_argument("--llm-timeout-delay-s", type=float, default=310.0,
-                   help="how long the server sits on a timed-out request (past the agent's 300 s timeout)")
+    p.add_argument("--llm-timeout-s", type=float, default=20.0,
+                   help="the engine's LLM request timeout (its --llm-timeout-s; default 20, so that each timed-out "
+                        "request costs the soak seconds, not the agent's default 300 s)")
+    p.add_argument("--llm-timeout-delay-s", type=float, default=None,
+                   help="how long the server sits on a timed-out request (default: the timeout plus 10 s)")
     p.add_argument("--snapshot", action="store_true",
                    help="run the engine from a copy of the committed tree (git archive HEAD), not the working tree")
     p.add_argument("--stop-wait-s", type=float, default=600.0, help="how long the final clean stop may take")
     args = p.parse_args()
     if args.minutes <= 0:
         raise SystemExit("soak: --minutes must be positive")
+    if args.llm_timeout_s <= 0:
+        raise SystemExit("soak: --llm-timeout-s must be positive")
+    if args.llm_timeout_delay_s is None:
+        args.llm_timeout_delay_s = args.llm_timeout_s + 10.0
+    if args.llm_timeout_delay_s <= args.llm_timeout_s:
+        raise SystemExit("soak: --llm-timeout-delay-s must be longer than --llm-timeout-s (else nothing times out)")
     soak = Soak(args)
     try:
         result = soak.run()
