@@ -2,8 +2,11 @@
 
 Memory-bound: the floor is one read of the logits. Each program reduces ROWS rows to losses and
 adds them into one partial sum and one count of its own (a row whose target is -100 is ignored, as
-F.cross_entropy does by default); a second, single-program kernel adds the partials in a fixed order
-(no atomics, so the result is bit-for-bit repeatable) and divides the sum by the count.
+F.cross_entropy does by default); then it draws a ticket (an integer atomic add, acquire-release), and
+the program that draws the last adds the partials in a fixed order and divides the sum by the count.
+One launch, not a second kernel for the mean: at LLM shapes a launch's host time shows beside the
+kernel's. No float atomics: the mean is bit-for-bit repeatable. The ticket counter is kept per device
+and stream, allocated zeroed once and set back to zero by the last program.
 
 With ALIGNED_WINDOW on and a vocabulary that is not a multiple of the 16-byte vector width (GPT-2's
 50257), rows start at odd addresses and Triton would read them two bytes at a time; the kernel then
@@ -11,7 +14,8 @@ reads each row over its aligned window (as the CUDA starter does): from the 16-b
 at or before the row's start, a multiple of 16 bytes long (mask bounds that are multiples of VEC, so
 the loads are 16-byte vectors), with the neighbouring rows' elements set to -inf after the load. The
 launcher keeps the last block of rows, whose windows could run past the tensor, on the plain path (a
-second launch), and TMA only ever serves the plain path. Off by default: in the Triton starter's
+second launch: the ticket counts the programs of both, so the last of them all takes the mean), and TMA
+only ever serves the plain path. Off by default: in the Triton starter's
 one-row form the window measured slower than the plain rows (docs/results/kernel_notes.md), so it is
 a move for the search to try, not a given.
 """
@@ -294,16 +298,31 @@ def _kernel(p: dict) -> str:
         """
         @triton.jit
         def _cross_entropy_rows(
-            x_ptr, t_ptr, partial_ptr, count_ptr, n_rows, n_cols, stride_x,
-            BLOCK_V: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, USE_TMA: tl.constexpr,<<vec>>
+            x_ptr, t_ptr, partial_ptr, count_ptr, ticket_ptr, out_ptr, n_rows, n_cols, stride_x, first, n_partials,
+            BLOCK_V: tl.constexpr, ROWS: tl.constexpr, NUM_TILES: tl.constexpr, USE_TMA: tl.constexpr,
+            MEAN_BLOCK: tl.constexpr,<<vec>>
         ):
             cols = tl.arange(0, BLOCK_V)
             total = tl.zeros([1], dtype=tl.float32)
             counted = tl.zeros([1], dtype=tl.float32)
             <<tma_setup>>
             <<loop>>
-            tl.store(partial_ptr + tl.program_id(0) + tl.arange(0, 1), total)
-            tl.store(count_ptr + tl.program_id(0) + tl.arange(0, 1), counted)
+            slot = first + tl.program_id(0)  # this launch's partials start at `first`
+            tl.store(partial_ptr + slot + tl.arange(0, 1), total)
+            tl.store(count_ptr + slot + tl.arange(0, 1), counted)
+            tl.debug_barrier()  # every thread's stores are ordered before the ticket's release
+            # acq_rel: the program that draws the last ticket of the call sees every other program's partials.
+            if tl.atomic_add(ticket_ptr, 1, sem="acq_rel") == n_partials - 1:
+                # The partials added in a fixed order, so the mean is repeatable bit for bit; no row counted
+                # gives 0/0 = nan, as PyTorch does.
+                acc = tl.zeros([MEAN_BLOCK], dtype=tl.float32)
+                n = tl.zeros([MEAN_BLOCK], dtype=tl.float32)
+                for start in range(0, n_partials, MEAN_BLOCK):
+                    offs = start + tl.arange(0, MEAN_BLOCK)
+                    acc += tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0, cache_modifier=".cg")
+                    n += tl.load(count_ptr + offs, mask=offs < n_partials, other=0.0, cache_modifier=".cg")
+                tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))
+                tl.store(ticket_ptr, 0)  # ready for the next call on this stream
         """,
         tma_setup=tma_setup,
         loop=row_loop(body, bool(p["persistent"])),
@@ -314,29 +333,30 @@ def _kernel(p: dict) -> str:
             "[triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (16, 8, 32)]",
             '["n_cols", "ROWS", "VEC"]' if window else '["n_cols", "ROWS"]',
         ) + "\n" + kernel
-    finish = fill(
-        """
-        @triton.jit
-        def _mean_of_partials(partial_ptr, count_ptr, out_ptr, n_partials, BLOCK: tl.constexpr):
-            # One program adds the partial sums and counts in a fixed order, so the mean is repeatable
-            # bit for bit; no row counted gives 0/0 = nan, as PyTorch does.
-            acc = tl.zeros([BLOCK], dtype=tl.float32)
-            n = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(0, n_partials, BLOCK):
-                offs = start + tl.arange(0, BLOCK)
-                acc += tl.load(partial_ptr + offs, mask=offs < n_partials, other=0.0)
-                n += tl.load(count_ptr + offs, mask=offs < n_partials, other=0.0)
-            tl.store(out_ptr, tl.sum(acc, axis=0) / tl.sum(n, axis=0))
+    return kernel + "\n\n\n" + TICKETS
 
 
-        def _mean_launch(n_partials):
-            # All partials in one tile up to 8192 (8 warps): at 8192 rows, 3 us less than a 1024-wide loop
-            # over 4 warps (H100, scripts/rowwise_probe.py).
-            block = min(max(triton.next_power_of_2(n_partials), 128), 8192)
-            return {"BLOCK": block, "num_warps": 8 if block >= 4096 else 4}
-        """
-    )
-    return kernel + "\n\n\n" + finish
+# The launch's helpers: the mean's tile, and the ticket counter of the current stream.
+TICKETS = fill(
+    """
+    def _mean_block(n_partials):
+        # All partials in one tile up to 8192: at 8192 rows, faster than a 1024-wide loop (scripts/rowwise_probe.py).
+        return min(max(triton.next_power_of_2(n_partials), 128), 8192)
+
+
+    _TICKETS = {}  # (device, stream) -> its int32 ticket counter, zero between launches
+
+
+    def _ticket(device):
+        # Allocated zeroed once per device and stream (each launch leaves it at zero): launches on two
+        # streams at once never share one.
+        stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
+        ticket = _TICKETS.get((device, stream))
+        if ticket is None:
+            ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int32, device=device)
+        return ticket
+    """
+)
 
 
 # Both launchers begin the same way: the logits as [rows, vocab] with unit column stride, the targets flat.
@@ -368,11 +388,10 @@ def _launcher(p: dict) -> str:
             grid = <<grid>>
             partials = torch.empty(2 * grid[0], dtype=torch.float32, device=x.device)  # sums, then counts
             _cross_entropy_rows[grid](
-                x, t, partials, partials[grid[0]:], n_rows, n_cols, x.stride(0),
+                x, t, partials, partials[grid[0]:], _ticket(x.device), out, n_rows, n_cols, x.stride(0), 0, grid[0],
                 BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
-                USE_TMA=<<use_tma>><<launch_opts>>,
+                USE_TMA=<<use_tma>>, MEAN_BLOCK=_mean_block(grid[0])<<launch_opts>>,
             )
-            _mean_of_partials[(1,)](partials, partials[grid[0]:], out, grid[0], **_mean_launch(grid[0]))
             return out
         ''',
         prologue=_PROLOGUE,
@@ -400,18 +419,17 @@ def _window_launcher(p: dict, grid: str) -> str:
                 grids.append(<<grid>>)
             n_partials = sum(g[0] for g in grids)
             partials = torch.empty(2 * n_partials, dtype=torch.float32, device=x.device)  # sums, then counts
-            first = 0
+            ticket, mean_block, first = _ticket(x.device), _mean_block(n_partials), 0
             for (xp, tp, v), grid in zip(parts, grids):
                 span = n_cols + v - 1  # a window spans up to VEC - 1 elements more than the row
                 block_v = min(triton.next_power_of_2(span), MAX_BLOCK_V)
                 num_tiles = triton.cdiv(span, block_v)
                 _cross_entropy_rows[grid](
-                    xp, tp, partials[first:], partials[n_partials + first:], xp.shape[0], n_cols, xp.stride(0),
-                    BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
-                    USE_TMA=<<use_tma>>, VEC=v<<launch_opts>>,
+                    xp, tp, partials, partials[n_partials:], ticket, out, xp.shape[0], n_cols, xp.stride(0), first,
+                    n_partials, BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
+                    USE_TMA=<<use_tma>>, MEAN_BLOCK=mean_block, VEC=v<<launch_opts>>,
                 )
                 first += grid[0]
-            _mean_of_partials[(1,)](partials, partials[n_partials:], out, n_partials, **_mean_launch(n_partials))
             return out
         ''',
         prologue=_PROLOGUE,
