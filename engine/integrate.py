@@ -7,6 +7,11 @@ outputs with the untouched original on several fresh inputs, and times four forw
 interleaved rounds: eager, torch.compile, patched, patched + torch.compile (the kernels are custom
 operators Inductor compiles around; its outputs are checked too), recommending the fastest correct
 one. A compile that fails (an odd model, no C++ compiler on the CPU) is reported and left out.
+A kernel that wins alone can lose in the model (under torch.compile it cuts a fusion), so each patched
+forward uses the best subset of the kept kinds found by `kernel_selection.LeaveOneOut` (greedy
+leave-one-out, every subset timed in the same rounds as the baselines and its outputs checked); the
+chosen kinds are in each `replaced` item's `chosen` (the forwards that use it), every subset measured in
+`selection.json` beside the request, progress lines in `progress.log`.
 It answers one JSON line; the parent turns it into an `IntegrationResult` event.
 
 Mode `kernelbench` (a KernelBench problem, `engine/model_new.py`): the parent also writes a standalone
@@ -27,6 +32,7 @@ from typing import Any, Callable
 from .events import IntegrationResult
 from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
                              time_interleaved)
+from .kernel_selection import LeaveOneOut, describe
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
 # their own check still round differently, and the differences add up through the layers.
@@ -37,6 +43,9 @@ INTEGRATION_MODES = ("model", "kernelbench")
 TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
 TIMING_ROUNDS = 5  # interleaved rounds of the four forwards on a GPU (forward_timing.time_interleaved)
 SITE_TURNS = 8  # forwards of each model, taking turns, behind the per-site breakdown on a GPU
+# The share of the integration's time limit the kernel-subset search may spend (kernel_selection.py): its
+# compiles are the cost, and the rest (loading, checks, the breakdown) must still fit.
+SELECTION_SHARE = 0.5
 
 
 # -- parent side ---------------------------------------------------------------------------------------
@@ -61,7 +70,9 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
         entries.append({"kind": k["kind"], "candidate_id": k.get("candidate_id"), "path": str(path),
                         "dtype": k.get("dtype"), "backend": k.get("backend") or "triton"})
     request = {"model_path": str(model_path), "device": device, "size": size, "mode": mode, "kernels": entries,
-               "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"], "compile": compile}
+               "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"], "compile": compile,
+               "selection_budget_s": SELECTION_SHARE * timeout_s, "progress_path": str(workdir / "progress.log"),
+               "selection_path": str(workdir / "selection.json")}
     if mode == "kernelbench":
         from .model_new import write_model_new
 
@@ -218,6 +229,140 @@ def _site_breakdown(original, patched, inputs: list, device: str, kinds: list[st
     return rows
 
 
+def _progress_writer(path: str | None) -> Callable[[str], None]:
+    """Progress lines of the subset search, to stderr and (for a caller that reads them as they come,
+    e.g. scripts/four_forwards.py) appended to `path`."""
+    if path:
+        Path(path).write_text("")  # this run's lines only
+    def progress(line: str) -> None:
+        print(f"[integration] {line}", file=sys.stderr, flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(line + "\n")
+    return progress
+
+
+def _allow_recompiles(n_kinds: int) -> None:
+    """Every subset's patched copy is one more compile of the model's code: raise Dynamo's recompile limit
+    so none falls back to eager unseen, and make hitting it an error (that subset failed) not a silence."""
+    import torch._dynamo
+
+    cfg = torch._dynamo.config
+    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    setattr(cfg, name, max(getattr(cfg, name), 8 + 4 * (n_kinds + 1)))
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        cfg.fail_on_recompile_limit_hit = True
+
+
+class _SubsetForwards:
+    """The patched forwards of kernel-kind subsets, built when first asked for: a copy of the model that
+    shares its weights, patched with the subset's kernels, compiled for `patched_compile`; each forward's
+    outputs checked once against the original's (one that differs, or fails to compile, is None)."""
+
+    def __init__(self, original, table: dict, inputs: list, device: str, kernel_patch, check, notes: list[str],
+                 progress: Callable[[str], None]):
+        self.original, self.table, self.inputs, self.device = original, table, inputs, device
+        self.kernel_patch, self.check, self.notes, self.progress = kernel_patch, check, notes, progress
+        self.models: dict[tuple, Any] = {}
+        self.fns: dict[tuple, Callable[[], Any] | None] = {}
+        self.errors: dict[tuple, float] = {}
+        self.why: dict[tuple, str] = {}
+
+    def model(self, kinds: tuple):
+        if kinds not in self.models:
+            import copy
+            import itertools
+
+            shared = {id(t): t for t in itertools.chain(self.original.parameters(), self.original.buffers())}
+            model = copy.deepcopy(self.original, shared)
+            self.kernel_patch.patch(model, {k: self.table[k] for k in kinds})
+            self.models[kinds] = model
+        return self.models[kinds]
+
+    def forward(self, mode: str, kinds: tuple) -> tuple[Callable[[], Any] | None, float]:
+        """(the forward to time or None, seconds it took to build, compile and check now: 0 if cached)."""
+        key = (mode, kinds)
+        if key in self.fns:
+            return self.fns[key], 0.0
+        t0 = time.monotonic()
+        label = f"{FORWARDS[mode]} with {', '.join(kinds) or 'no kernel'}"
+        model, notes = self.model(kinds), []
+        if mode == "patched_compile":
+            fn = compiled_forward(model, self.inputs, notes, self.device, label=label)
+        else:
+            fn = lambda: model(*self.inputs)  # noqa: E731
+        if fn is not None:
+            err, problems = self.check(fn(), label)
+            self.errors[key] = err
+            if problems:
+                fn, notes = None, notes + problems
+        self.fns[key] = fn
+        seconds = time.monotonic() - t0
+        self.why[key] = "; ".join(notes)
+        self.notes.extend(notes)
+        if mode == "patched_compile" or fn is None:
+            self.progress(f"{label}: {'ready' if fn else 'failed'} in {seconds:.1f} s"
+                          + (f" ({notes[0][:200]})" if notes else ""))
+        return fn, seconds
+
+    def forget(self, keep: set[tuple]) -> None:
+        """Let go of the models and compiled forwards no longer needed (GPU memory), keeping `keep`."""
+        for key in [k for k in self.fns if k not in keep]:
+            del self.fns[key]  # the search never asks for a subset it has moved past
+        for kinds in [k for k in self.models if k not in {k for _, k in keep}]:
+            del self.models[kinds]
+
+
+def _select(forwards: _SubsetForwards, base: dict, modes: list[str], kinds: list[str], device: str, rounds: int,
+            budget_s: float) -> tuple[dict, dict]:
+    """The subset search of every mode, stepped together: each step times the baselines, each mode's
+    current subset and its candidates in the same interleaved rounds. Returns ({mode: LeaveOneOut},
+    {forward name: ForwardTime of the last step}); the headline forwards are the chosen subsets as timed
+    in that last step, so all four come from the same rounds."""
+    searches = {mode: LeaveOneOut(kinds) for mode in modes}
+    start, step, last = time.monotonic(), 0, {}
+    while True:
+        time_left = budget_s - (time.monotonic() - start)
+        asked = {m: s.candidates(time_left) for m, s in searches.items()}
+        if step and not any(asked.values()):
+            break
+        step += 1
+        fns, spent, names = dict(base), {m: 0.0 for m in modes}, {}
+        for mode, search in searches.items():
+            for kinds_ in [search.current] + asked[mode]:
+                fn, seconds = forwards.forward(mode, kinds_)
+                spent[mode] += seconds if kinds_ != search.current else 0.0
+                names[(mode, kinds_)] = f"{FORWARDS[mode]} [{', '.join(kinds_)}]"
+                if fn is not None:
+                    fns[names[(mode, kinds_)]] = fn
+        if any(asked.values()):
+            forwards.progress(f"subset step {step}: timing {len(fns)} forwards in {rounds} interleaved round(s); "
+                              + ", ".join(f"{FORWARDS[m]}: {len(c)} subsets" for m, c in asked.items() if c)
+                              + f"; {time.monotonic() - start:.0f} s of {budget_s:.0f} s spent")
+        times = time_interleaved(fns, device, rounds=rounds)
+        for mode, search in searches.items():
+            if asked[mode]:
+                measured = {k: (times[n].per_round if n in times else None) for (m, k), n in names.items() if m == mode}
+                search.record(measured, spent[mode], {k: forwards.why.get((mode, k), "") for k in measured})
+                forwards.progress(describe(search, FORWARDS[mode]))
+        last = {n: times.get(n) for n in base}
+        for mode, search in searches.items():
+            last[mode] = times.get(names.get((mode, search.current), ""))
+        forwards.forget({(m, s.current) for m, s in searches.items()})
+    return searches, last
+
+
+def _write_selection(path: str | None, searches: dict, chosen: dict, recommended: str) -> None:
+    """Every subset measured, per mode, as JSON beside the request (the event keeps the chosen kinds)."""
+    if not path:
+        return
+    data = {"recommended": recommended, "chosen": {m: list(k) for m, k in chosen.items()},
+            "modes": {m: {"stopped": s.stopped, "steps": s.steps, "seconds": s.seconds,
+                          "trials": [dict(vars(t), kinds=list(t.kinds)) for t in s.trials]}
+                      for m, s in searches.items()}}
+    Path(path).write_text(json.dumps(data, indent=2))
+
+
 def run_request(request: dict) -> dict:
     """Everything the subprocess does; returns the IntegrationResult fields."""
     device = request["device"]
@@ -268,28 +413,39 @@ def run_request(request: dict) -> dict:
         used = [r["kind"] for r in replaced if r["calls"]]
         meaningful = device == "cuda"
 
-        fns = {"eager": lambda: original(*inputs), "patched": lambda: patched(*inputs)}
+        ref = _tensors(original(*inputs))
+        forwards = _SubsetForwards(original, {k: table[k] for k in used}, inputs, device, kernel_patch,
+                                   lambda out, label: _compare(ref, _tensors(out), atol, rtol, label), details,
+                                   progress=_progress_writer(request.get("progress_path")))
+        base = {"eager": lambda: original(*inputs)}
+        modes = ["patched"]
         if request.get("compile", True):
-            for name, model in (("compile", copy.deepcopy(original)), ("patched_compile", patched)):
-                fn = compiled_forward(model, inputs, details, device, label=FORWARDS[name])
-                if fn is not None:
-                    fns[name] = fn
-        if "patched_compile" in fns:  # what we would recommend must compute what the model does
-            err, problems = _compare(_tensors(original(*inputs)), _tensors(fns["patched_compile"]()), atol, rtol,
-                                     FORWARDS["patched_compile"])
-            max_err, correct, details = max(max_err, err), correct and not problems, details + problems
-        times = time_interleaved({FORWARDS[n]: f for n, f in fns.items()}, device,
-                                 rounds=TIMING_ROUNDS if meaningful else 1)
-        times = {n: times[FORWARDS[n]] for n in fns}
-        ms = {n: t.ms for n, t in times.items()}
-        eager_ms, model_ms = ms["eager"], ms["patched"]
+            _allow_recompiles(len(used))
+            fn = compiled_forward(copy.deepcopy(original), inputs, details, device, label=FORWARDS["compile"])
+            if fn is not None:  # without a compiled baseline there is nothing to choose a compiled subset against
+                base["compile"] = fn
+                modes.append("patched_compile")
+            else:
+                details.append(f"{FORWARDS['patched_compile']} not tried: {FORWARDS['compile']} of the original failed")
+        forwards.models[tuple(used)] = patched  # all kinds: the model checked on the trials above
+        searches, times = _select(forwards, base, modes, used, device, TIMING_ROUNDS if meaningful else 1,
+                                  float(request.get("selection_budget_s") or 600.0))
+        chosen = {mode: searches[mode].current for mode in modes}
+        ms = {n: (times[n].ms if times.get(n) else None) for n in FORWARDS}
+        eager_ms, model_ms = ms["eager"], ms["patched"] or 0.0
         compile_ms, patched_compile_ms = ms.get("compile"), ms.get("patched_compile")
-        spread = max(t.spread for t in times.values()) if meaningful else None
+        timed = {n: t for n, t in times.items() if t is not None}
+        spread = max(t.spread for t in timed.values()) if meaningful else None
         pairs = {"eager": ("eager", "patched"), "compile": ("compile", "patched"),
                  "patched_compile": ("compile", "patched_compile")}
-        per_round = {key: round_speedups(times[a], times[b]) for key, (a, b) in pairs.items()
-                     if a in times and b in times} if meaningful else {}
+        per_round = {key: round_speedups(timed[a], timed[b]) for key, (a, b) in pairs.items()
+                     if a in timed and b in timed} if meaningful else {}
+        ms = {n: v for n, v in ms.items() if v is not None}
         recommended = min((n for n in ms if correct or not n.startswith("patched")), key=ms.__getitem__)
+        for item in replaced:
+            item["chosen"] = [mode for mode in modes if item["kind"] in chosen[mode]]
+        max_err = max([max_err] + [forwards.errors.get((m, chosen[m]), 0.0) for m in modes])
+        _write_selection(request.get("selection_path"), searches, chosen, recommended)
         sites = _site_breakdown(original, patched, inputs, device, used, kernel_patch)
     summary = (f"outputs within {atol} + {rtol} x max|ref| ({dtype}) on {int(request.get('trials', 3))} inputs"
                if correct else "outputs differ")
@@ -298,6 +454,8 @@ def run_request(request: dict) -> dict:
     if mismatched:
         summary += "; fell back to PyTorch where a kernel disagreed: " + "; ".join(mismatched[:3])
     summary += "; " + forwards_text(ms, recommended, meaningful)
+    if len(used) > 1:
+        summary += "; " + "; ".join(describe(searches[m], FORWARDS[m]) for m in searches)
     if spread is not None:
         summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%}"
         ranges = [f"{min(r):.2f}-{max(r):.2f}x {ROUND_LABELS[key]}" for key, r in per_round.items() if r]

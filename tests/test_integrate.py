@@ -3,6 +3,7 @@ against the untouched model on fresh inputs, four forwards timed end to end (CPU
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,8 +105,60 @@ def test_a_compile_that_fails_is_reported_and_the_rest_stands(tmp_path, monkeypa
     result = _four_forwards(tmp_path)
     assert result.correct, result.detail
     assert result.compile_ms is None and result.patched_compile_ms is None and result.speedup_compile is None
-    assert "torch.compile failed" in result.detail and "patched + torch.compile failed" in result.detail
+    assert "torch.compile failed" in result.detail
+    assert "patched + torch.compile not tried: torch.compile of the original failed" in result.detail
     assert result.recommended in ("eager", "patched") and result.model_ms > 0
+
+
+PLAIN_RMSNORM = """
+import torch
+
+
+def kernel_fn(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+"""
+SLOW_ROTARY = """
+import time
+import torch
+
+
+def kernel_fn(x, cos, sin):
+    time.sleep(0.15)  # right, but slow: the model is faster without it, compiled or not
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
+"""
+
+
+def test_a_kept_kernel_that_slows_the_model_is_left_out_of_both_patched_forwards(tmp_path):
+    """Two kept kinds, one right but slow: the subset search leaves it out of patched eager and patched +
+    torch.compile (each subset compiled, checked and timed with the baselines), says so, and the result,
+    the progress lines and selection.json name the kinds each forward uses."""
+    kernels = [
+        {"kind": "rmsnorm", "candidate_id": "rmsnorm-0004", "source": PLAIN_RMSNORM},
+        {"kind": "rotary_embedding", "candidate_id": "rotary_embedding-0003", "source": SLOW_ROTARY},
+    ]
+    work = tmp_path / "work"
+    result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, work, size="small", trials=1,
+                                       timeout_s=240)
+    assert result.correct, result.detail
+    by_kind = {r["kind"]: r for r in result.replaced}
+    assert by_kind["rotary_embedding"]["calls"] > 0 and by_kind["rmsnorm"]["calls"] > 0
+    assert by_kind["rmsnorm"]["chosen"] == ["patched", "patched_compile"]
+    assert by_kind["rotary_embedding"]["chosen"] == []
+    selection = json.loads((work / "selection.json").read_text())
+    assert selection["chosen"] == {"patched": ["rmsnorm"], "patched_compile": ["rmsnorm"]}
+    for mode in ("patched", "patched_compile"):
+        trials = selection["modes"][mode]["trials"]
+        measured = {tuple(t["kinds"]): t["ms"] for t in trials}
+        assert set(measured) == {("rmsnorm", "rotary_embedding"), ("rmsnorm",), ("rotary_embedding",)}, trials
+        assert all(ms and ms > 0 for ms in measured.values()), trials
+        assert selection["modes"][mode]["stopped"] == "one kind left"
+    # the headline forwards are the chosen ones: without the sleeps
+    assert result.model_ms < measured[("rmsnorm", "rotary_embedding")]
+    assert "patched + torch.compile subsets:" in result.detail and "without rotary_embedding" in result.detail
+    progress = (work / "progress.log").read_text()
+    assert "subset step 1" in progress and "patched + torch.compile with rmsnorm: ready in" in progress
 
 
 def test_the_swapped_modules_are_timed_before_and_after_the_swap(tmp_path):
