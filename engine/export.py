@@ -33,17 +33,37 @@ def _fmt(v: Any, unit: str = "", digits: int = 4) -> str:
     return f"{v}{unit}"
 
 
+def applied_kinds(integ, kinds: list[str]) -> list[str]:
+    """The kinds an export's `patch(model)` applies: the subset that integration's recommended forward uses
+    when it is a patched one (engine/kernel_selection.py chose it: a kernel that breaks a torch.compile
+    fusion stays out of patched + torch.compile); every kind when integration recommended an unpatched
+    forward, did not run, or predates the subset search (its `replaced` items have no `chosen`)."""
+    if integ is None or not integ.correct or integ.recommended not in ("patched", "patched_compile"):
+        return list(kinds)
+    items = [r for r in integ.replaced if isinstance(r, dict) and "chosen" in r]
+    if not items:
+        return list(kinds)
+    picked = {r.get("kind") for r in items if integ.recommended in r["chosen"]}
+    return [k for k in kinds if k in picked]
+
+
 def _init_source(pkg: str, session: dict, chosen: list[tuple[TargetState, CandidateRecord]],
-                 tolerances: dict[str, dict]) -> str:
+                 tolerances: dict[str, dict], applied: list[str], recommended: str) -> str:
     imports = "\n".join(f"from . import {t.name} as _{t.name}" for t, _ in chosen)
+    recommended_text = {"patched": "patched eager", "patched_compile": "patched + torch.compile"}.get(
+        recommended, f"it recommended {recommended}, so all of them" if recommended else "not integrated: all of them")
     table = ",\n".join(
         f"    {t.name!r}: {{\"module\": _{t.name}, \"candidate\": {c.candidate_id!r}, "
         f"\"tolerances\": {json.dumps(tolerances.get(t.name, {}))}}}" for t, c in chosen)
     return f'''"""Kernels found by autokernel session {session["id"]} ({session.get("device_name") or session.get("device")}).
 
     import {pkg}
-    stats = {pkg}.patch(model)   # swaps the kernels into `model` in place
+    stats = {pkg}.patch(model)   # swaps the kernels in APPLIED into `model` in place
     fast = torch.compile(model)  # optional: Inductor fuses around the kernels (patch before or after)
+
+`patch(model)` applies APPLIED, the kernels the integration chose for its fastest patched forward
+({recommended_text}): a subset of KERNELS when a kernel made that forward slower.
+`patch(model, kinds=KERNELS)` applies them all.
 
 See RESULTS.md for what was measured. Needs only torch and triton. Without a CUDA GPU the Triton
 kernels run under Triton's interpreter (set here before they are defined): correct, but slow. The
@@ -63,22 +83,26 @@ from . import _patch  # noqa: E402
 KERNELS = {{
 {table}
 }}
+APPLIED = {applied!r}
 
 
-def patch(model, verify=True):
-    """Swap the kept kernels into `model` (in place) where a call matches a kernel's contract.
+def patch(model, verify=True, kinds=None):
+    """Swap the kernels of `kinds` (default APPLIED) into `model` (in place) where a call matches a
+    kernel's contract.
 
     With `verify` the first call at each site and shape is also run through PyTorch and compared;
     a kernel that disagrees is not used there. `model` may already be `torch.compile`d. Returns the
     counts of what went where.
     """
-    table = {{kind: _patch.KernelEntry(kind, k["module"].kernel_fn, tolerances=k["tolerances"])
-             for kind, k in KERNELS.items()}}
+    kinds = APPLIED if kinds is None else list(kinds)
+    table = {{kind: _patch.KernelEntry(kind, KERNELS[kind]["module"].kernel_fn, tolerances=KERNELS[kind]["tolerances"])
+             for kind in kinds}}
     return _patch.patch(model, table, verify=verify)
 '''
 
 
-def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> str:
+def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path,
+                applied: list[str]) -> str:
     started = state.started
     cfg = dict(session.get("config") or {})
     lines = [f"# Kernels from autokernel session `{session['id']}`", ""]
@@ -115,6 +139,9 @@ def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], 
                   + (f" (fastest: {integ.recommended})" if integ.recommended else ""),
                   f"- speedup: {_fmt(integ.speedup_eager, 'x', 3)} vs eager, {_fmt(integ.speedup_compile, 'x', 3)} vs torch.compile"
                   + ("" if integ.meaningful else " (CPU: not meaningful)"),
+                  f"- `patch(model)` applies: {', '.join(applied) or 'none'}"
+                  + ("" if len(applied) == len(chosen) else f" (of {', '.join(t.name for t, _ in chosen)}: the subset "
+                     f"the fastest forward uses; `patch(model, kinds={pkg}.KERNELS)` applies all)"),
                   f"- {integ.detail}"]
     run = ["autokernel optimize", cfg.get("model_path") or session.get("model") or "", "--headless",
            f"--device {cfg.get('device') or session.get('device')}", f"--agent {cfg.get('agent') or session.get('agent')}"]
@@ -203,6 +230,9 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
     (tmp / "_patch.py").write_text(Path(kernel_patch.__file__).read_text())
     if any("kernel_fn.subgraph = " in c.source for _, c in chosen):  # subgraph kernels: _patch.py imports it
         (tmp / "subgraph_patch.py").write_text((Path(kernel_patch.__file__).parent / "subgraph_patch.py").read_text())
-    (tmp / "__init__.py").write_text(_init_source(pkg, session, chosen, tolerances))
-    (tmp / "RESULTS.md").write_text(_results_md(session, state, chosen, left_out, pkg, out))
+    integ = state.integration
+    applied = applied_kinds(integ, [t.name for t, _ in chosen])
+    (tmp / "__init__.py").write_text(_init_source(pkg, session, chosen, tolerances, applied,
+                                                  integ.recommended if integ is not None else ""))
+    (tmp / "RESULTS.md").write_text(_results_md(session, state, chosen, left_out, pkg, out, applied))
     (tmp / ".autokernel-export").write_text(json.dumps({"session": session["id"], "kind": MARKER}))

@@ -220,6 +220,96 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+TORCH_LAYERNORM = """
+import torch
+
+
+def kernel_fn(x, weight, bias, eps=1e-5):
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
+"""
+MODEL_TWO_KINDS = """
+import torch, torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj, self.norm = nn.Linear(24, 24), nn.LayerNorm(24)
+    def forward(self, x):
+        return torch.softmax(self.norm(self.proj(x) + x), dim=-1) * 2
+def get_inputs():
+    return [torch.randn(3, 5, 24)]
+"""
+
+
+class _PerKindAgent:
+    """One idea per target, 2x its parent, whose source is that kind's real kernel (judged by the fake harness)."""
+
+    name = "per-kind"
+
+    def __init__(self, sources):
+        self.sources, self.asked = sources, set()
+
+    def propose(self, ctx):
+        from autokernel.engine.agents.base import Idea, Variant
+
+        if ctx.kernel in self.asked:
+            return []
+        self.asked.add(ctx.kernel)
+        source = fake_source(0.5, tag=ctx.kernel) + self.sources[ctx.kernel]
+        return [Idea(tier=1, title="real", hypothesis="a real kernel", variants=[Variant(source=source, label="real")])]
+
+
+def test_the_export_applies_the_kernels_integration_chose_for_patched_compile(tmp_path, monkeypatch):
+    """Two kept kernels; integration found the forward under torch.compile faster without the LayerNorm
+    (it cut the residual add's fusion), recommended patched + torch.compile with softmax alone, and wrote
+    that into its event: the exported `patch(model)` applies softmax only, `kinds=KERNELS` both."""
+    install_fake_specs(monkeypatch, tmp_path, kinds=("softmax", "layernorm"))
+    (tmp_path / "model.py").write_text(MODEL_TWO_KINDS)
+    store = Store(tmp_path / "s.db")
+    cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=3)
+    session = OptimizeSession(cfg, store, agent=_PerKindAgent({"softmax": TRITON_SOFTMAX, "layernorm": TORCH_LAYERNORM}),
+                              worker=FakeWorker(), profiler=fake_profiler(("softmax", "layernorm")))
+    session.run()
+    integ = ev.IntegrationResult(
+        replaced=[{"kind": "softmax", "modules": 0, "calls": 1, "fallbacks": 0, "mismatches": [],
+                   "chosen": ["patched", "patched_compile"]},
+                  {"kind": "layernorm", "modules": 1, "calls": 1, "fallbacks": 0, "mismatches": [],
+                   "chosen": ["patched"]}],
+        correct=True, model_ms=9.0, eager_ms=10.0, compile_ms=6.0, patched_compile_ms=5.0, speedup_eager=10 / 9,
+        speedup_compile=6 / 9, recommended="patched_compile", meaningful=False, detail="subsets chosen")
+    store.append(session.session_id, integ)
+    out = tmp_path / "pkgs" / "chosen_kernels"
+    proc = _cli("export", session.session_id, "--db", str(tmp_path / "s.db"), "-o", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(k["kind"] for k in json.loads(proc.stdout)["kernels"]) == ["layernorm", "softmax"]
+    assert "`patch(model)` applies: softmax (of softmax, layernorm" in (out / "RESULTS.md").read_text()
+    script = f"""
+import importlib.util, sys, torch
+sys.meta_path.insert(0, type("NoAutokernel", (), {{"find_spec": staticmethod(
+    lambda name, *a: (_ for _ in ()).throw(ImportError("autokernel is off limits")) if name.startswith("autokernel") else None)}})())
+import chosen_kernels
+spec = importlib.util.spec_from_file_location("m", {str(tmp_path / "model.py")!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+x = m.get_inputs()[0]
+with torch.no_grad():
+    model, every = m.Model().eval(), m.Model().eval()
+    every.load_state_dict(model.state_dict())
+    ref = model(x)
+    chosen = chosen_kernels.patch(model)
+    both = chosen_kernels.patch(every, kinds=chosen_kernels.KERNELS)
+    outs = model(x), every(x)
+assert chosen_kernels.APPLIED == ["softmax"], chosen_kernels.APPLIED
+assert chosen.calls["softmax"] == 1 and chosen.modules["layernorm"] == 0, repr(chosen)
+assert both.calls["softmax"] == 1 and both.modules["layernorm"] == 1 and both.calls["layernorm"] == 1, repr(both)
+assert all(torch.allclose(o, ref, atol=1e-5) for o in outs)
+print("ok")
+"""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    clean["PYTHONPATH"] = str(out.parent)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=clean,
+                          cwd=str(tmp_path))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
 def test_export_errors_are_one_line(tmp_path):
     db = tmp_path / "empty.db"
     Store(db)
