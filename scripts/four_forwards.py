@@ -2,10 +2,13 @@
 
 Runs the integration itself (`engine/integrate.py`: a subprocess, outputs checked, interleaved rounds)
 on the bundled example with each named kind's starter as the kept kernel, and prints eager,
-torch.compile, patched and patched + torch.compile, the recommendation, and the detail line;
-`-o FILE` also writes the IntegrationResult as JSON.
+torch.compile, patched and patched + torch.compile, the recommendation, and the detail line; and the
+kernel-subset search behind the two patched forwards (engine/kernel_selection.py): its progress lines as
+it goes, then every subset measured and the one chosen. `-o FILE` also writes the IntegrationResult and
+the search as JSON.
 
     python scripts/four_forwards.py --device cuda --size large            (the bundled Llama on a GPU)
+    python scripts/four_forwards.py --model vit --kinds layernorm,softmax --device cuda --size large
     python scripts/four_forwards.py --kinds rmsnorm,fused_mlp --backend cuda -o out.json
 """
 
@@ -15,9 +18,36 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 KINDS = "rmsnorm,rotary_embedding,flash_attention,fused_mlp,cross_entropy"
+
+
+def _follow(path: Path, done: threading.Event) -> None:
+    """Print the integration's progress lines as they are written (its compiles take minutes on a GPU)."""
+    seen = 0
+    while True:
+        finished = done.wait(1.0)
+        if path.exists():
+            lines = path.read_text().splitlines()
+            for line in lines[seen:]:
+                print(f"  ... {line}", flush=True)
+            seen = len(lines)
+        if finished:
+            return
+
+
+def _print_search(label: str, search: dict, chosen: list[str]) -> None:
+    """Every subset the search timed for one patched forward, step by step, and the one it chose."""
+    print(f"{label}: kernel subsets ({search['steps']} steps, {search['seconds']:.0f} s on candidates; "
+          f"stopped: {search['stopped']})")
+    for t in search["trials"]:
+        what = f"without {t['left_out']}" if t["left_out"] else "current"
+        ms = f"{t['ms']:.4g} ms" if t["ms"] is not None else (t["note"] or "failed")[:80]
+        gain = f"  {t['gain']:+.1%} (worst round {t['worst']:+.1%})" if t["gain"] is not None else ""
+        print(f"  step {t['step']}  {what:<28} [{', '.join(t['kinds'])}]  {ms}{gain}")
+    print(f"  chosen: {', '.join(chosen) or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         starter = Path(get_spec(kind).starters[args.backend])
         kernels.append({"kind": kind, "candidate_id": f"{kind}-starter-{args.backend}", "source": starter.read_text()})
     with tempfile.TemporaryDirectory() as work:
-        result = integrate_session_kernels(model, args.device, kernels, Path(work), size=args.size, timeout_s=1800)
+        done = threading.Event()
+        follower = threading.Thread(target=_follow, args=(Path(work) / "progress.log", done), daemon=True)
+        follower.start()
+        try:
+            result = integrate_session_kernels(model, args.device, kernels, Path(work), size=args.size,
+                                               timeout_s=1800)
+        finally:
+            done.set()
+            follower.join()
+        selection_path = Path(work) / "selection.json"
+        selection = json.loads(selection_path.read_text()) if selection_path.exists() else None
     ms = {"eager": result.eager_ms, "compile": result.compile_ms, "patched": result.model_ms,
           "patched_compile": result.patched_compile_ms}
     for name, label in FORWARDS.items():
@@ -47,9 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if result.compile_ms and result.patched_compile_ms:
         print(f"patched + torch.compile vs torch.compile: {result.compile_ms / result.patched_compile_ms:.3f}x")
     print(f"outputs match: {result.correct}; fastest: {FORWARDS.get(result.recommended, result.recommended)}")
+    if selection:
+        for mode, search in selection["modes"].items():
+            _print_search(FORWARDS[mode], search, selection["chosen"][mode])
     print(result.detail)
     if args.out:
-        Path(args.out).write_text(json.dumps(result.payload(), indent=2, default=str))
+        Path(args.out).write_text(json.dumps(dict(result.payload(), selection=selection), indent=2, default=str))
     return 0 if result.correct else 1
 
 
