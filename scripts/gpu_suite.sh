@@ -181,6 +181,12 @@ step_kernelbench() {
   ak sessions --json > "$RESULTS/sessions.json" 2>/dev/null
 }
 
+kbsite() {
+  # KernelBench's own needs (pydantic, requests, python-dotenv) from .kbwhl/, put before the image's packages:
+  # the image has a `dotenv` module that is not python-dotenv.
+  [ -d /tmp/kbsite ] || "$PY" -m pip install -q --no-index --no-deps --target /tmp/kbsite .kbwhl/*.whl
+}
+
 step_kbeval() {
   # Issue 25: a batch's model_new.py files judged by KernelBench's own static checker and eval. Needs a
   # KernelBench checkout's src in $KB_SRC (default .kb/src, fetched, never committed) and its problems in
@@ -188,8 +194,8 @@ step_kbeval() {
   ak kernelbench ${KB_PROBLEMS:-.kb/problems tests/kernelbench_problems} --device "$DEVICE" --workers auto \
     --max-experiments-per-problem "${KB_EXPERIMENTS:-4}" --json > "$RESULTS/kb_batch.json" 2> "$RESULTS/kb_batch.log"
   echo "kernelbench batch rc=$?"; tail -3 "$RESULTS/kb_batch.log"
-  "$PY" -c "import pydantic, requests" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/kbsite .kbwhl/*.whl
-  PYTHONPATH="$PYTHONPATH:/tmp/kbsite" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
+  kbsite
+  PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
     --batch "$RESULTS/kb_batch.json" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
   echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
 }
@@ -206,8 +212,8 @@ step_multigpu() {
   echo "sessions rc=$?"; tail -12 "$RESULTS/multigpu.txt"
   local batch; batch=$(ls -d "$RESULTS"/multigpu/kb_w[2-9]*/out.json 2>/dev/null | head -1)
   if [ -n "$batch" ]; then
-    "$PY" -c "import pydantic, requests" 2>/dev/null || "$PY" -m pip install -q --no-index --no-deps --target /tmp/kbsite .kbwhl/*.whl
-    PYTHONPATH="$PYTHONPATH:/tmp/kbsite" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
+    kbsite
+    PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
       --batch "$batch" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
     echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
   fi

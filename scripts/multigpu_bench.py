@@ -126,7 +126,9 @@ def _store_facts(db: Path) -> dict:
 
 def _spawn(args: list[str], folder: Path, gpus: str | None) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, AUTOKERNEL_DB=str(folder / "sessions.db"), AUTOKERNEL_CACHE_DIR=str(folder / "cache"))
+    # Every compile cache is the run's own: a run after another must not find its kernels already built.
+    env = dict(os.environ, AUTOKERNEL_DB=str(folder / "sessions.db"), AUTOKERNEL_CACHE_DIR=str(folder / "cache"),
+               TRITON_CACHE_DIR=str(folder / "triton-cache"), TORCHINDUCTOR_CACHE_DIR=str(folder / "inductor-cache"))
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     print(f"  start {folder.name}: {' '.join(args)}" + (f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus else ""), flush=True)
