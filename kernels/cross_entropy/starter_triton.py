@@ -76,7 +76,7 @@ def _launch_shape(rows, vocab):
 
 
 _SHAPES: dict = {}  # (rows, vocab) -> _launch_shape(rows, vocab)
-_TICKETS: dict = {}  # (device, stream) -> its int32 ticket counter, zero between launches
+_TICKETS: dict = {}  # (device, stream) -> its int64 ticket counter, zero between launches
 
 
 def _ticket(device):
@@ -85,7 +85,7 @@ def _ticket(device):
     stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
     ticket = _TICKETS.get((device, stream))
     if ticket is None:
-        ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int32, device=device)
+        ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int64, device=device)
     return ticket
 
 

@@ -344,7 +344,7 @@ TICKETS = fill(
         return min(max(triton.next_power_of_2(n_partials), 128), 8192)
 
 
-    _TICKETS = {}  # (device, stream) -> its int32 ticket counter, zero between launches
+    _TICKETS = {}  # (device, stream) -> its int64 ticket counter, zero between launches
 
 
     def _ticket(device):
@@ -353,7 +353,7 @@ TICKETS = fill(
         stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
         ticket = _TICKETS.get((device, stream))
         if ticket is None:
-            ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int32, device=device)
+            ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int64, device=device)
         return ticket
     """
 )
