@@ -12,6 +12,11 @@ Choices the probes settled (numbers: docs/results/kernel_notes.md):
   looping over rows keeps ~130 rows (33 MB) between passes, the first pass asks the L2 to keep them
   (evict_last), and tiles of 16384 over 32 warps keep enough bytes in flight. The second pass walks the
   row backwards, so it starts on the lines the first pass touched last.
+
+The launcher does per call only what depends on the call: at a launch-bound size (H100, 4096x4096 bf16:
+the wall clock is the host's) every line of Python in it shows. The launch (kernel, grid, block, warps)
+is worked out once per shape and kept; a contiguous x is passed as it is (the kernel only needs its
+pointer and row stride, so no 2-D view), and y is allocated in x's shape (no reshape back).
 """
 
 import torch
@@ -88,25 +93,42 @@ def _warps(elements_per_program):
     return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
 
 
-def kernel_fn(x):
-    n_cols = x.shape[-1]
-    x2d = x.reshape(-1, n_cols)
-    if x2d.stride(-1) != 1:
-        x2d = x2d.contiguous()
-    n_rows = x2d.shape[0]
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    if n_rows == 0 or n_cols == 0:
-        return y.reshape(x.shape)
+def _plan(n_rows, n_cols, stride_x, device):
+    """The launch for one shape: (the kernel with its grid bound, the arguments after x and y, the launch
+    options). The same for every call at a shape, so `kernel_fn` computes it once per shape."""
     if MAX_FUSED_COLS // 2 < n_cols <= MAX_FUSED_COLS:
-        _softmax_row_kernel[(n_rows,)](x2d, y, n_cols, x2d.stride(0), y.stride(0), BLOCK_N=MAX_FUSED_COLS, num_warps=32)
-    elif n_cols <= MAX_FUSED_COLS:
+        return (_softmax_row_kernel[(n_rows,)], (n_cols, stride_x, n_cols),
+                {"BLOCK_N": MAX_FUSED_COLS, "num_warps": 32})
+    if n_cols <= MAX_FUSED_COLS:
         block_n = triton.next_power_of_2(n_cols)
         rows = max(1, min(16, 2048 // block_n))
-        _softmax_rows_kernel[(triton.cdiv(n_rows, rows),)](
-            x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0),
-            ROWS=rows, BLOCK_N=block_n, num_warps=_warps(rows * block_n))
+        return (_softmax_rows_kernel[(triton.cdiv(n_rows, rows),)], (n_rows, n_cols, stride_x, n_cols),
+                {"ROWS": rows, "BLOCK_N": block_n, "num_warps": _warps(rows * block_n)})
+    programs = _programs(n_rows, device)
+    return (_softmax_wide_kernel[(programs,)], (n_rows, n_cols, stride_x, n_cols, programs),
+            {"BLOCK_N": 16384, "num_warps": 32})
+
+
+_PLANS: dict = {}  # (elements, columns, row stride, device index) -> _plan(...)
+
+
+def kernel_fn(x):
+    n_cols = x.shape[-1]
+    if x.is_contiguous():
+        x2d, stride_x = x, n_cols  # the kernel reads rows through pointers: no 2-D view is needed
     else:
-        programs = _programs(n_rows, x.device)
-        _softmax_wide_kernel[(programs,)](x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0), programs,
-                                          BLOCK_N=16384, num_warps=32)
-    return y.reshape(x.shape)
+        x2d = x.reshape(-1, n_cols)
+        if x2d.stride(-1) != 1:
+            x2d = x2d.contiguous()
+        stride_x = x2d.stride(0)
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)  # written as [rows, n_cols], x's shape
+    numel = x.numel()
+    if numel == 0:
+        return y
+    key = (numel, n_cols, stride_x, x.get_device())
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _plan(numel // n_cols, n_cols, stride_x, x.device)
+    launch, args, options = plan
+    launch(x2d, y, *args, **options)
+    return y

@@ -204,26 +204,33 @@ def _kernel(p: dict) -> str:
 def _launcher(p: dict) -> str:
     return fill(
         '''
+        _PLANS = {}  # (rows, columns, device index) -> (block_n, num_tiles, grid)
+
+
         def kernel_fn(x):
-            """Softmax over the last dim of `x`; output in x's dtype."""
+            """Softmax over the last dim of `x`; output in x's dtype. The tile and grid are the same at every
+            call of a shape, so they are worked out once per shape (a launch-bound call pays for each line)."""
             n_cols = x.shape[-1]
-            x2 = x.reshape(x.shape[:-1].numel(), n_cols)
+            x2 = x if x.dim() == 2 else x.reshape(x.shape[:-1].numel(), n_cols)
             if x2.stride(-1) != 1:
                 x2 = x2.contiguous()
-            y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
             n_rows = x2.shape[0]
+            y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
             if n_rows == 0 or n_cols == 0:
                 return y.reshape(x.shape)
-            block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
-            num_tiles = triton.cdiv(n_cols, block_n)
-            n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
-            grid = <<grid>>
+            key = (n_rows, n_cols, x.get_device())
+            plan = _PLANS.get(key)
+            if plan is None:
+                block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
+                n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
+                plan = _PLANS[key] = (block_n, triton.cdiv(n_cols, block_n), <<grid>>)
+            block_n, num_tiles, grid = plan
             _softmax_rows[grid](
-                x2, y, n_rows, n_cols, x2.stride(0), y.stride(0),
+                x2, y, n_rows, n_cols, x2.stride(0), n_cols,
                 BLOCK_N=block_n, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
                 USE_TMA=<<use_tma>><<launch_opts>>,
             )
-            return y.reshape(x.shape)
+            return y if y.dim() == x.dim() else y.reshape(x.shape)
         ''',
         grid=grid_expr(bool(p["persistent"])),
         launch_opts=launch_opts(p["autotune"]),
