@@ -420,7 +420,7 @@ class OptimizeSession:
     def _tunes_seeds(self) -> bool:
         if self._agent is not None:
             return bool(getattr(self._agent, "tunes_seeds", False))
-        return self.agent_name == "playbook"
+        return True  # both agents `make_agent` builds (playbook and LLM) work from Inductor's seed
 
     def _seeded_if_needed(self, emit: Callable[[ev.Event], Any], device: str) -> bool:
         """Whether the whole-problem target can go ahead: an agent that writes ModelNew needs nothing; one
@@ -516,13 +516,16 @@ class OptimizeSession:
         model_path = cfg.model_path or self._example_path()
         cfg.model_path = str(model_path)
         cfg.approval = cfg.approval or "auto"
+        from .agents.llm import llm_timeout_s  # litellm itself is imported only when an agent is built
+
         started = ev.SessionStarted(
             kind="optimize", model=str(model_path), device=device, device_name=describe_device(device),
             agent=cfg.agent, approval=cfg.approval,
             config={"model_path": str(model_path), "device": device, "agent": cfg.agent, "approval": cfg.approval,
                     "max_experiments": cfg.max_experiments, "budget_s": cfg.budget_s,
                     "max_cost_usd": cfg.max_cost_usd, "size": cfg.size, "backend": cfg.backend,
-                    "plateau": cfg.plateau, "stop_at_ceiling": cfg.stop_at_ceiling, "integration": cfg.integration, "api_base": _stored_url(cfg.api_base)},
+                    "plateau": cfg.plateau, "stop_at_ceiling": cfg.stop_at_ceiling, "integration": cfg.integration, "api_base": _stored_url(cfg.api_base),
+                    "llm_timeout_s": None if cfg.agent == "playbook" else llm_timeout_s()},
         )
         sid = self.store.create_session(started)
         self.session_id = sid

@@ -225,3 +225,15 @@ def test_a_bad_timeout_is_a_one_line_error_of_the_command(value, tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip() == (f"autokernel optimize: error: --llm-timeout-s must be a positive number of "
                                    f"seconds, not {value!r}")
+
+
+def test_a_session_the_command_line_builds_for_an_llm_gives_it_subgraph_targets(tmp_path):
+    """`optimize --agent MODEL` builds its agent inside the session: it must plan subgraph targets as the
+    playbook does."""
+    from autokernel.engine.session import OptimizeSession, SessionConfig
+    from autokernel.engine.store import Store
+
+    session = OptimizeSession(SessionConfig(agent="openai/test-model", device="cpu"), Store(tmp_path / "s.db"))
+    assert session._tunes_seeds()
+    playbook = OptimizeSession(SessionConfig(agent="playbook", device="cpu"), Store(tmp_path / "p.db"))
+    assert playbook._tunes_seeds()

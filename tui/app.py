@@ -18,6 +18,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from autokernel.engine.agents.llm import add_timeout_flag, use_timeout_flag
 from autokernel.engine.commands.common import add_workers_flags, check_workers, resolve_model_path
 from autokernel.engine.commands.optimize import parse_duration
 from autokernel.engine.errors import UserError
@@ -175,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", metavar="PATH", default=None,
                    help=f"session database (default: $AUTOKERNEL_DB or {default_db_path()})")
     add_workers_flags(p)
+    add_timeout_flag(p)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--replay", metavar="SESSION", default=None, help="replay a stored session (id, prefix or latest)")
     which.add_argument("--resume", metavar="SESSION", default=None,
@@ -188,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_app(args: argparse.Namespace, session_factory: SessionFactory | None = None) -> AutokernelApp:
     """The app the arguments ask for; user errors (bad flags, unknown session) raise before any screen."""
+    use_timeout_flag(args)  # a bad --llm-timeout-s (or its environment variable) fails here, in one line
     store = Store(args.db)
     config = {"model_path": str(resolve_model_path(args.model)) if args.model else None, "device": args.device,
               "agent": args.agent, "approval": args.approval, "max_experiments": args.max_experiments,
