@@ -175,6 +175,6 @@ def describe(search: LeaveOneOut, label: str) -> str:
             text += f"{t.ms:.4g} ms ({t.gain:+.1%}, worst round {t.worst:+.1%})"
         parts.append(text)
     chosen = ", ".join(search.current) or "none"
-    return (f"{label} subsets: {'; '.join(parts)}; chosen {chosen} ({search.steps} steps, "
+    return (f"{label} subsets: {'; '.join(parts)}; {'chosen' if search.stopped else 'now'} {chosen} ({search.steps} steps, "
             f"{search.candidates_timed} subsets, {search.seconds:.0f} s; " +
             (f"stopped: {search.stopped})" if search.stopped else "going on)"))
