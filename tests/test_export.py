@@ -310,6 +310,26 @@ print("ok")
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+def test_the_applied_kinds_follow_only_a_correct_patched_recommendation():
+    """Each patched forward has its own subset; an unpatched recommendation, a wrong integration or one from
+    before the subset search (no `chosen`) leaves every kept kernel applied, as exports did before."""
+    from autokernel.engine.export import applied_kinds
+
+    kinds = ["softmax", "layernorm", "rmsnorm"]
+    replaced = [{"kind": "softmax", "chosen": ["patched", "patched_compile"]}, {"kind": "layernorm", "chosen": ["patched"]},
+                {"kind": "rmsnorm", "chosen": []}]
+
+    def result(recommended, correct=True, items=replaced):
+        return ev.IntegrationResult(replaced=items, correct=correct, recommended=recommended)
+
+    assert applied_kinds(result("patched_compile"), kinds) == ["softmax"]
+    assert applied_kinds(result("patched"), kinds) == ["softmax", "layernorm"]
+    assert applied_kinds(result("compile"), kinds) == kinds
+    assert applied_kinds(result("patched", correct=False), kinds) == kinds
+    assert applied_kinds(result("patched", items=[{"kind": k, "calls": 1} for k in kinds]), kinds) == kinds
+    assert applied_kinds(None, kinds) == kinds
+
+
 def test_export_errors_are_one_line(tmp_path):
     db = tmp_path / "empty.db"
     Store(db)
