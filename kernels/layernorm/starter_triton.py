@@ -6,11 +6,22 @@ variance of the data shifted by the row's first element (exact for constant rows
 weight and bias read once per program. Wider rows loop over the row in three passes (mean,
 centred variance, normalise).
 
+Few, wide rows (a LayerNorm over several trailing dims: a handful of rows of millions of elements)
+would leave most SMs idle at one program per row, so each row is split into chunks over a 2-D grid:
+one kernel writes each chunk's mean and M2 (sum of squared deviations), a second combines a row's
+chunks and normalises its own chunk. The statistics are Welford's: each lane keeps a running mean
+and M2 of its own elements (no E[x^2] - mean^2, whose fp32 cancellation loses the variance of rows
+with a large mean), and lanes and chunks are merged by Chan's formula for groups, so every sum
+is over deviations from a nearby mean and no single fp32 accumulator sees millions of terms.
+`split_plan` holds the rule; its module constants are the knobs. weight and bias may be None
+(nn.LayerNorm(elementwise_affine=False), or bias=False).
+
 The rows load with evict_last and take the shift with one scalar load instead of a third reduction
 over the tile: the probes found the earlier form behind the playbook template's rows, which ran at
 copy speed (numbers: docs/results/kernel_notes.md).
 """
 
+import functools
 import os
 
 import torch
@@ -24,10 +35,32 @@ ROW_TILE, MAX_ROWS = (16384, 128) if INTERPRETED else (2048, 16)
 
 MAX_FUSED_COLS = 16384
 
+# The split rule (see `split_plan`): rows at least SPLIT_MIN_COLS wide are split when there are fewer
+# than SPLIT_ROWS_PER_SM rows per SM; the split grid aims at SPLIT_PROGRAMS_PER_SM programs per SM,
+# each walking its chunk SPLIT_BLOCK elements at a time.
+SPLIT_MIN_COLS = MAX_FUSED_COLS + 1
+SPLIT_ROWS_PER_SM = 4
+SPLIT_PROGRAMS_PER_SM = 8
+SPLIT_BLOCK = 4096
+
+
+@triton.jit
+def _affine(w_ptr, b_ptr, idx, ok, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """weight and bias at `idx` in fp32; 1 and 0 where the norm has none."""
+    if HAS_W:
+        w = tl.load(w_ptr + idx, mask=ok, other=0.0).to(tl.float32)
+    else:
+        w = tl.full(idx.shape, 1.0, tl.float32)
+    if HAS_B:
+        b = tl.load(b_ptr + idx, mask=ok, other=0.0).to(tl.float32)
+    else:
+        b = tl.zeros(idx.shape, tl.float32)
+    return w, b
+
 
 @triton.jit
 def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
-                           ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+                           ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
@@ -43,15 +76,14 @@ def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x,
     diff = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(diff * diff, axis=1) / n_cols
     rstd = 1.0 / tl.sqrt(var + eps)
-    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    b = tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    w, b = _affine(w_ptr, b_ptr, cols, col_ok, HAS_W, HAS_B)
     y = diff * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _layernorm_wide_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
-                           BLOCK_N: tl.constexpr):
+                           BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
@@ -74,8 +106,67 @@ def _layernorm_wide_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_
         idx = start + cols
         ok = idx < n_cols
         x = tl.load(x_row + idx, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + idx, mask=ok, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + idx, mask=ok, other=0.0).to(tl.float32)
+        w, b = _affine(w_ptr, b_ptr, idx, ok, HAS_W, HAS_B)
+        tl.store(y_row + idx, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _layernorm_chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, n_cols, stride_x,
+                                  CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Mean and M2 of one chunk of one row: a Welford update per lane, then the lanes merged."""
+    row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    x_row = x_ptr + row * stride_x
+    first = chunk.to(tl.int64) * CHUNK
+    cols = tl.arange(0, BLOCK_N)
+    count = tl.zeros((BLOCK_N,), tl.float32)
+    mean = tl.zeros((BLOCK_N,), tl.float32)
+    m2 = tl.zeros((BLOCK_N,), tl.float32)
+    for start in range(0, CHUNK, BLOCK_N):
+        idx = first + start + cols
+        ok = idx < n_cols
+        x = tl.load(x_row + idx, mask=ok, other=0.0).to(tl.float32)
+        count += ok.to(tl.float32)
+        delta = tl.where(ok, x - mean, 0.0)
+        # A lane holding an element at this step held one at every step before: its count is the step,
+        # so one reciprocal per step serves all lanes.
+        mean += delta * (1.0 / (start // BLOCK_N + 1.0))
+        m2 += delta * tl.where(ok, x - mean, 0.0)
+    n = tl.sum(count, axis=0)
+    chunk_mean = tl.sum(mean * count, axis=0) / n
+    d = mean - chunk_mean
+    chunk_m2 = tl.sum(m2 + count * d * d, axis=0)
+    slot = row * tl.num_programs(1) + chunk
+    tl.store(mean_ptr + slot, chunk_mean)
+    tl.store(m2_ptr + slot, chunk_m2)
+
+
+@triton.jit
+def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n_cols, stride_x, stride_y, eps,
+                                 CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr,
+                                 HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    """Merge the row's chunk statistics (a few hundred values, from L2), then normalise one chunk."""
+    row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    n_chunks = tl.num_programs(1)
+    k = tl.arange(0, CHUNKS)
+    k_ok = k < n_chunks
+    means = tl.load(mean_ptr + row * n_chunks + k, mask=k_ok, other=0.0)
+    m2s = tl.load(m2_ptr + row * n_chunks + k, mask=k_ok, other=0.0)
+    counts = tl.where(k_ok, tl.minimum(n_cols - k * CHUNK, CHUNK), 0).to(tl.float32)
+    mean = tl.sum(counts * means, axis=0) / n_cols
+    d = means - mean
+    var = tl.sum(m2s + counts * d * d, axis=0) / n_cols
+    rstd = 1.0 / tl.sqrt(var + eps)
+    x_row = x_ptr + row * stride_x
+    y_row = y_ptr + row * stride_y
+    first = chunk.to(tl.int64) * CHUNK
+    cols = tl.arange(0, BLOCK_N)
+    for start in range(0, CHUNK, BLOCK_N):
+        idx = first + start + cols
+        ok = idx < n_cols
+        x = tl.load(x_row + idx, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w, b = _affine(w_ptr, b_ptr, idx, ok, HAS_W, HAS_B)
         tl.store(y_row + idx, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -83,25 +174,64 @@ def _warps(elements_per_program):
     return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
 
 
+@functools.lru_cache(maxsize=None)
+def _num_sms(device):
+    """Streaming multiprocessors of the GPU; on the CPU interpreter a small fixed number."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def split_plan(n_rows, n_cols, num_sms):
+    """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
+
+    One program per row fills the GPU only with enough rows; below SPLIT_ROWS_PER_SM rows per SM
+    (and for rows too wide for registers) each row is cut into chunks, as many as bring the grid
+    to about SPLIT_PROGRAMS_PER_SM programs per SM, each a whole number of tiles (one at least).
+    """
+    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS_PER_SM * num_sms:
+        return None
+    # At least a whole tile per program: less work than that is all set-up.
+    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS_PER_SM * num_sms, n_rows)), SPLIT_BLOCK)
+    chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
+    chunks = triton.cdiv(n_cols, chunk)
+    return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
+
+
 def kernel_fn(x, weight, bias, eps=1e-5):
     n_cols = x.shape[-1]
     x2d = x.reshape(-1, n_cols)
     if x2d.stride(-1) != 1:
         x2d = x2d.contiguous()
-    weight, bias = weight.contiguous(), bias.contiguous()
+    # No weight or bias: the kernels are told so and never read the stand-in pointer.
+    has_w, has_b = weight is not None, bias is not None
+    weight = weight.contiguous() if has_w else x2d
+    bias = bias.contiguous() if has_b else x2d
     n_rows = x2d.shape[0]
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return y.reshape(x.shape)
-    if n_cols <= MAX_FUSED_COLS:
+    plan = split_plan(n_rows, n_cols, _num_sms(x.device))
+    if plan is not None:
+        chunks, chunk, block = plan
+        means = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
+        m2s = torch.empty_like(means)
+        warps = _warps(block)
+        _layernorm_chunk_stats_kernel[(n_rows, chunks)](
+            x2d, means, m2s, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block, num_warps=warps)
+        _layernorm_chunk_norm_kernel[(n_rows, chunks)](
+            x2d, weight, bias, y, means, m2s, n_cols, x2d.stride(0), y.stride(0), float(eps),
+            CHUNK=chunk, BLOCK_N=block, CHUNKS=triton.next_power_of_2(chunks), HAS_W=has_w, HAS_B=has_b,
+            num_warps=warps)
+    elif n_cols <= MAX_FUSED_COLS:
         block_n = triton.next_power_of_2(n_cols)
         rows = max(1, min(MAX_ROWS, ROW_TILE // block_n))
         _layernorm_rows_kernel[(triton.cdiv(n_rows, rows),)](
             x2d, weight, bias, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
-            ROWS=rows, BLOCK_N=block_n, num_warps=_warps(rows * block_n))
+            ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, num_warps=_warps(rows * block_n))
     else:
         block_n = 4096
         _layernorm_wide_kernel[(n_rows,)](
             x2d, weight, bias, y, n_cols, x2d.stride(0), y.stride(0), float(eps),
-            BLOCK_N=block_n, num_warps=8)
+            BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, num_warps=8)
     return y.reshape(x.shape)

@@ -2,13 +2,14 @@
 
 Memory-bound: the floor is one read of x and one write of y. The space covers warps and stages,
 rows per program, whole-row vs tiled loads, persistent grids, cache hints, rsqrt, accumulation
-precision, autotune, Hopper tensor descriptors and mask elision on even shapes.
+precision, autotune, Hopper tensor descriptors and mask elision on even shapes, and the split of few,
+wide rows into chunks over a 2-D grid (per-chunk sums of squares, added where each chunk is scaled).
 """
 
 from __future__ import annotations
 
 from . import Knob, knob_header
-from ._rowwise import effective_rowwise
+from ._rowwise import SPLIT_PLAN, SPLIT_PROGRAMS, SPLIT_ROWS, chunk_walk, effective_rowwise, effective_split
 from ._source import IMPORTS, INTERPRETER_NOTE, NUM_SMS, TMA_READY, autotune_decorator, eviction_arg, fill, join
 
 KERNEL = "rmsnorm"
@@ -32,6 +33,8 @@ SPACE = (
          "rsqrt={new} (was {old}): one reciprocal square-root instruction vs a sqrt and a divide per row; small, but it shortens the dependent chain at the end of the reduction"),
     Knob("acc_fp32", 3, (True, False),
          "acc_fp32={new} (was {old}): squaring and summing in the input dtype saves conversions but may lose precision; the harness decides whether it is still correct"),
+    SPLIT_ROWS,
+    SPLIT_PROGRAMS,
     Knob("autotune", 4, (False, True),
          "autotune={new} (was {old}): let triton.autotune pick num_warps per row width at run time instead of the fixed NUM_WARPS"),
     Knob("tma", 5, (False, True),
@@ -49,6 +52,8 @@ DEFAULTS = {
     "load_eviction": "evict_last",  # a little ahead of evict_first in the probes (docs/results/kernel_notes.md)
     "rsqrt": True,
     "acc_fp32": True,
+    "split_rows": 4,  # as the starter's split rule (kernels/rmsnorm/starter_triton.py)
+    "split_programs": 8,
     "autotune": False,
     "tma": False,
     "even_masks": False,
@@ -61,7 +66,7 @@ def effective(params: dict, shape: dict, dtype: str = "") -> dict:
     out = effective_rowwise(params, int(shape.get("cols", 0)), "max_block_n")
     if dtype == "fp32":
         out["acc_fp32"] = None
-    return out
+    return effective_split(out, int(shape.get("cols", 0)))
 
 
 def _kernel(p: dict) -> str:
@@ -69,7 +74,7 @@ def _kernel(p: dict) -> str:
     acc = ".to(tl.float32)" if p["acc_fp32"] else ""
     acc_line = "x = x.to(tl.float32)" if p["acc_fp32"] else ""
     square_sum = "tl.sum(x * x, axis=1)" if p["acc_fp32"] else "tl.sum(x * x, axis=1).to(tl.float32)"
-    inv = "tl.rsqrt(<<ms>> + eps)" if p["rsqrt"] else "1.0 / tl.sqrt(<<ms>> + eps)"
+    inv = _inv(p)
     masked_load = fill("x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0<<ev>>)", ev=ev)
     masked_store = "tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)"
     whole_load, whole_store = masked_load, masked_store
@@ -197,6 +202,63 @@ def _kernel(p: dict) -> str:
     return kernel
 
 
+# Few, wide rows: one program per (row, chunk); squares are non-negative, so fp32 partials summed per
+# lane and then per chunk lose nothing to cancellation.
+def _split_kernels(inv: str) -> str:
+    return fill(
+        """
+        @triton.jit
+        def _rmsnorm_chunk_squares(x_ptr, sq_ptr, n_cols, stride_x, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
+            row = tl.program_id(0).to(tl.int64)
+            chunk = tl.program_id(1)
+            acc = tl.zeros((BLOCK_N,), tl.float32)
+            <<squares_walk>>
+            tl.store(sq_ptr + row * tl.num_programs(1) + chunk, tl.sum(acc, axis=0))
+
+
+        @triton.jit
+        def _rmsnorm_chunk_scale(x_ptr, w_ptr, y_ptr, sq_ptr, n_cols, stride_x, stride_y, eps,
+                                 CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr):
+            row = tl.program_id(0).to(tl.int64)
+            chunk = tl.program_id(1)
+            # The row's partial sums of squares (a few hundred values, from L2), added.
+            n_chunks = tl.num_programs(1)
+            k = tl.arange(0, CHUNKS)
+            partials = tl.load(sq_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0)
+            inv_rms = <<inv>>
+            y_row = y_ptr + row * stride_y
+            <<scale_walk>>
+        """,
+        squares_walk=chunk_walk("acc += x * x"),
+        scale_walk=chunk_walk(
+            """
+            w = tl.load(w_ptr + idx, mask=ok, other=0.0).to(tl.float32)
+            tl.store(y_row + idx, (x * inv_rms * w).to(y_ptr.dtype.element_ty), mask=ok)
+            """,
+            ', eviction_policy="evict_first"',
+        ),
+        inv=inv,
+    )
+
+
+SPLIT_LAUNCH = """
+plan = _split_plan(n_rows, n_cols, x.device)
+if plan is not None:
+    chunks, chunk, block = plan
+    squares = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
+    _rmsnorm_chunk_squares[(n_rows, chunks)](x2, squares, n_cols, x2.stride(0), CHUNK=chunk, BLOCK_N=block,
+                                            num_warps=NUM_WARPS)
+    _rmsnorm_chunk_scale[(n_rows, chunks)](x2, w, y, squares, n_cols, x2.stride(0), y.stride(0), eps,
+                                          CHUNK=chunk, BLOCK_N=block, CHUNKS=triton.next_power_of_2(chunks),
+                                          num_warps=NUM_WARPS)
+    return y.reshape(x.shape)
+"""
+
+
+def _inv(p: dict) -> str:
+    return "tl.rsqrt(<<ms>> + eps)" if p["rsqrt"] else "1.0 / tl.sqrt(<<ms>> + eps)"
+
+
 def _launcher(p: dict) -> str:
     grid = "(min(n_blocks, PERSISTENT * _num_sms(x.device)),)" if p["persistent"] else "(n_blocks,)"
     launch_opts = "" if p["autotune"] else ", num_warps=NUM_WARPS, num_stages=NUM_STAGES"
@@ -205,16 +267,17 @@ def _launcher(p: dict) -> str:
     return fill(
         '''
         def kernel_fn(x, weight, eps=1e-6):
-            """RMSNorm over the last dim of `x`, scaled by `weight`; output in x's dtype."""
+            """RMSNorm over the last dim of `x`, scaled by `weight` (may be None); output in x's dtype."""
             n_cols = x.shape[-1]
             x2 = x.reshape(x.shape[:-1].numel(), n_cols)
             if x2.stride(-1) != 1:
                 x2 = x2.contiguous()
-            w = weight.contiguous()
+            w = weight.contiguous() if weight is not None else torch.ones(n_cols, dtype=x.dtype, device=x.device)
             y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
             n_rows = x2.shape[0]
             if n_rows == 0 or n_cols == 0:
                 return y.reshape(x.shape)
+            <<split>>
             block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
             num_tiles = triton.cdiv(n_cols, block_n)
             n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
@@ -226,6 +289,7 @@ def _launcher(p: dict) -> str:
             )
             return y.reshape(x.shape)
         ''',
+        split=SPLIT_LAUNCH if p["split_rows"] else "",
         grid=grid,
         launch_opts=launch_opts,
         use_tma=use_tma,
@@ -237,7 +301,9 @@ def render(params: dict) -> str:
     """A complete candidate file for these params (any missing knob takes its default)."""
     p = {**DEFAULTS, **params}
     doc = '"""RMSNorm candidate written by the playbook agent from its template (autokernel)."""'
-    helpers = [NUM_SMS if p["persistent"] else None, TMA_READY if p["tma"] else None]
+    split = bool(p["split_rows"])
+    helpers = [NUM_SMS if p["persistent"] or split else None, SPLIT_PLAN if split else None,
+               TMA_READY if p["tma"] else None]
     return join(
         doc,
         IMPORTS,
@@ -245,5 +311,6 @@ def render(params: dict) -> str:
         INTERPRETER_NOTE if p["autotune"] else None,
         *helpers,
         _kernel(p),
+        _split_kernels(fill(_inv(p), ms="tl.sum(partials, axis=0) / n_cols")) if split else None,
         _launcher(p),
     )
