@@ -37,6 +37,7 @@ from .fit import NO_FIT, no_fit
 from .model_new import CHECK_DONE
 from .problem_spec import PROBLEM_TARGET
 from .search import UNTIMED
+from .search_state import stored_session
 from .session import _stored_url
 from .store import Recorder, Store
 
@@ -502,8 +503,6 @@ class KernelBenchBatch:
         sid = self.sessions.get(i)
         if sid is None or self.store.session(sid)["status"] != "completed":
             return None
-        from .kernelbench_resume import stored_session
-
         return stored_session(self.store, sid)
 
     def report(self) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from . import events as ev
@@ -87,14 +86,3 @@ def load_batch(store: Store, ref: str, api_base: str | None = None, device: str 
         if problem["status"] == "running":
             raise UserError(f"problem session {sid} of batch {bid} is still running (pid {problem.get('pid')})")
     return stored
-
-
-def stored_session(store: Store, session_id: str) -> Any:
-    """A finished problem session read back from the store, shaped as `result_from_session` reads a live one."""
-    from .search_state import SearchState
-
-    row = store.session(session_id)
-    return SimpleNamespace(session_id=row["id"], store=store, summary=row["summary"] or {},
-                           state=SearchState.from_events(row["id"], store.iter_events(row["id"])),
-                           config=SimpleNamespace(api_base=(row["config"] or {}).get("api_base"),
-                                                  device=(row["config"] or {}).get("device", "")))

@@ -9,6 +9,7 @@ where the last written event left it.
 from __future__ import annotations
 
 import statistics
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -322,3 +323,12 @@ class SearchState:
                   for s in STAGES if any(s in c.stage_seconds for c in done)}
         return {"count": len(spans), "median": round(statistics.median(spans), 3), "max": round(spans[-1], 3),
                 "stages_median": {k: round(v, 3) for k, v in stages.items()}}
+
+
+def stored_session(store: Any, session_id: str) -> Any:
+    """A finished problem session read back from the store, shaped as `result_from_session` reads a live one."""
+    row = store.session(session_id)
+    return SimpleNamespace(session_id=row["id"], store=store, summary=row["summary"] or {},
+                           state=SearchState.from_events(row["id"], store.iter_events(row["id"])),
+                           config=SimpleNamespace(api_base=(row["config"] or {}).get("api_base"),
+                                                  device=(row["config"] or {}).get("device", "")))

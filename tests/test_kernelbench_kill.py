@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autokernel.engine import events as ev
 from autokernel.engine.kernelbench import Problem, fast_p, result_from_session
-from autokernel.engine.kernelbench_resume import stored_session
+from autokernel.engine.search_state import stored_session
 from autokernel.engine.store import Store
 
 PROBLEMS = Path(__file__).parent / "kernelbench_problems" / "level1"
