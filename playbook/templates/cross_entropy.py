@@ -364,10 +364,10 @@ _PROLOGUE = '''
 def kernel_fn(logits, targets):
     """Mean over rows of -log softmax(logits)[target], as an fp32 scalar."""
     n_cols = logits.shape[-1]
-    x = logits.reshape(logits.shape[:-1].numel(), n_cols)
+    x = logits if logits.dim() == 2 else logits.reshape(logits.shape[:-1].numel(), n_cols)
     if x.stride(-1) != 1:
         x = x.contiguous()
-    t = targets.reshape(-1).contiguous()
+    t = targets if targets.dim() == 1 and targets.stride(0) == 1 else targets.reshape(-1).contiguous()
     n_rows = x.shape[0]
     out = torch.empty((), dtype=torch.float32, device=x.device)
     if n_rows == 0:
@@ -381,16 +381,23 @@ def _launcher(p: dict) -> str:
         return _window_launcher(p, grid)
     return fill(
         '''
+        _PLANS = {}  # (rows, columns, device index) -> (block_v, num_tiles, grid, mean_block), once per shape
+
+
         <<prologue>>
-            block_v = min(triton.next_power_of_2(n_cols), MAX_BLOCK_V)
-            num_tiles = triton.cdiv(n_cols, block_v)
-            n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
-            grid = <<grid>>
+            key = (n_rows, n_cols, x.get_device())
+            plan = _PLANS.get(key)
+            if plan is None:
+                block_v = min(triton.next_power_of_2(n_cols), MAX_BLOCK_V)
+                n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
+                grid = <<grid>>
+                plan = _PLANS[key] = (block_v, triton.cdiv(n_cols, block_v), grid, _mean_block(grid[0]))
+            block_v, num_tiles, grid, mean_block = plan
             partials = torch.empty(2 * grid[0], dtype=torch.float32, device=x.device)  # sums, then counts
             _cross_entropy_rows[grid](
                 x, t, partials, partials[grid[0]:], _ticket(x.device), out, n_rows, n_cols, x.stride(0), 0, grid[0],
                 BLOCK_V=block_v, ROWS=ROWS_PER_PROGRAM, NUM_TILES=num_tiles,
-                USE_TMA=<<use_tma>>, MEAN_BLOCK=_mean_block(grid[0])<<launch_opts>>,
+                USE_TMA=<<use_tma>>, MEAN_BLOCK=mean_block<<launch_opts>>,
             )
             return out
         ''',
