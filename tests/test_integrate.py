@@ -124,7 +124,7 @@ import torch
 
 
 def kernel_fn(x, cos, sin):
-    time.sleep(0.15)  # right, but slow: the model is faster without it, compiled or not
+    time.sleep(0.3)  # right, but slow: the model is faster without it, compiled or not
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 """
@@ -148,14 +148,15 @@ def test_a_kept_kernel_that_slows_the_model_is_left_out_of_both_patched_forwards
     assert by_kind["rotary_embedding"]["chosen"] == []
     selection = json.loads((work / "selection.json").read_text())
     assert selection["chosen"] == {"patched": ["rmsnorm"], "patched_compile": ["rmsnorm"]}
+    headline = {"patched": result.model_ms, "patched_compile": result.patched_compile_ms}
     for mode in ("patched", "patched_compile"):
         trials = selection["modes"][mode]["trials"]
         measured = {tuple(t["kinds"]): t["ms"] for t in trials}
         assert set(measured) == {("rmsnorm", "rotary_embedding"), ("rmsnorm",), ("rotary_embedding",)}, trials
         assert all(ms and ms > 0 for ms in measured.values()), trials
         assert selection["modes"][mode]["stopped"] == "one kind left"
-    # the headline forwards are the chosen ones: without the sleeps
-    assert result.model_ms < measured[("rmsnorm", "rotary_embedding")]
+        # the headline forward is the chosen subset, as timed in the rounds that chose it
+        assert headline[mode] == measured[("rmsnorm",)]
     assert "patched + torch.compile subsets:" in result.detail and "without rotary_embedding" in result.detail
     progress = (work / "progress.log").read_text()
     assert "subset step 1" in progress and "patched + torch.compile with rmsnorm: ready in" in progress
