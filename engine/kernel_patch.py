@@ -5,14 +5,13 @@ verbatim into the exported package (as `_patch.py`), so the exported `patch(mode
 as the integration that was checked; a KernelBench ModelNew carries it inline (engine/model_new.py),
 and the planner asks it which kernel types a model's calls reach (`routed_calls`, engine/routing.py).
 
+Which calls a kernel type takes is the type's own `Route` (its folder's `route.py`: the library reads
+them from `autokernel.kernels`; an exported copy carries them inline: `autokernel.kernels.patch_source`).
 Two ways in:
-- module replacement: the `forward` of a module whose job is one kernel type is replaced: RMSNorm
-  modules (a 1-D `weight` and `eps`/`variance_epsilon`), `nn.LayerNorm`, SwiGLU MLP modules
-  (gate/up/down, w_gate/w_up/w_down or w1/w3/w2 linears without bias), rotary-embedding modules
-  (`cos`/`sin` tables [max_seq, D], forward(x [B, H, S, D]));
+- module replacement: the `forward` of a module whose job is one kernel type (`Route.match`) is
+  replaced (a norm, an MLP, a rotary embedding);
 - function replacement: a TorchFunctionMode, active only during the patched model's forward, routes
-  softmax over the last dim, scaled_dot_product_attention, cross_entropy, matmuls, F.linear (so every
-  nn.Linear) and sums over the last dim to the kernels.
+  the functional calls a route names (`Route.functions`: softmax, attention, a matmul...) to the kernels.
 A call that does not fit (wrong dtype, dims, flags, or one that needs a gradient: a kernel has no
 backward) falls through to PyTorch. The first call of each (site, shapes, dtype) is also run through
 PyTorch and compared within the kernel's tolerance; a kernel that disagrees is never used at that site
@@ -34,19 +33,69 @@ than `triton_op`: a kernel may be CUDA C++ and launches its own kernels, and the
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import weakref
 from collections import defaultdict
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _DEFAULT_TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (2e-2, 2e-2)}
-FUNCTION_KINDS = ("softmax", "flash_attention", "cross_entropy", "matmul", "reduce")
+
+
+class Op:
+    """One custom operator a route emits: `schema` (its arguments; the site id is appended), `output(*args)`
+    (the result's shape and dtype: the fake implementation allocates it and the real one is held to it),
+    `call(site, *args)` (the kernel on the operator's arguments), `reference(*args)` (what PyTorch computes,
+    for a function route; a module route's is the module's own forward), `site` (the site's name) and
+    `like_input` (the output keeps the first argument's layout instead of being contiguous)."""
+
+    def __init__(self, name, schema, output, call, reference=None, site=None, like_input=False):
+        self.name, self.schema, self.output, self.call = name, schema, output, call
+        self.reference, self.site, self.like_input = reference, site or name, like_input
+
+
+class Route:
+    """How kept kernels of one type reach a model's calls (a kernel folder's `route.py` defines `ROUTE`).
+
+    A module route: `match(module)` is a state (anything but None) for a module whose forward the kernel
+    replaces, and `module_args(module, state, entry, x)` the operator's arguments for one call, or None
+    to leave that call to PyTorch; it emits `ops[0]`. A function route: `functions` maps torch functions
+    to `handler(args, kwargs, entry)` -> (op name, op args[, post(result)]), or None for PyTorch."""
+
+    def __init__(self, kind, ops, match=None, module_args=None, functions=None):
+        self.kind, self.ops, self.match, self.module_args = kind, list(ops), match, module_args
+        self.functions = dict(functions or {})
+
+
+_BUNDLED = None  # {kind: Route} in a standalone copy (autokernel.kernels.patch_source appends the routes)
+
+
+def routes():
+    """{kind: Route} of every kernel type this copy can route: the bundled ones in a standalone copy,
+    else the kernel library's (each type's `route.py`)."""
+    if _BUNDLED is not None:
+        return _BUNDLED
+    library = __import__("autokernel.kernels", fromlist=["hooks"])  # a copy without routes needs the library
+    return {kind: module.ROUTE for kind, module in library.hooks("route")}
+
+
+def function_kinds():
+    """The kinds routed through functional calls (the rest replace modules' forwards)."""
+    return tuple(k for k, r in routes().items() if r.functions)
+
+
+def module_kinds():
+    return tuple(k for k, r in routes().items() if r.match is not None)
+
+
+def __getattr__(name):
+    if name == "FUNCTION_KINDS":  # the tuples this module once spelt out
+        return function_kinds()
+    if name == "MODULE_KINDS":
+        return module_kinds()
+    raise AttributeError(name)
 
 
 class KernelEntry:
@@ -85,7 +134,7 @@ class PatchStats:
     def _describe(self, kind):
         modules, calls = self.modules.get(kind, 0), self.calls.get(kind, 0)  # .get: printing adds no keys
         fallbacks, mismatches = self.fallbacks.get(kind, 0), self.mismatches.get(kind) or []
-        words = [f"{modules} module{'s' if modules != 1 else ''} swapped"] if kind not in FUNCTION_KINDS or modules else []
+        words = [f"{modules} module{'s' if modules != 1 else ''} swapped"] if kind not in function_kinds() or modules else []
         words.append(f"{calls} call{'s' if calls != 1 else ''} to the kernel")
         if fallbacks:
             words.append(f"{fallbacks} left to PyTorch")
@@ -153,7 +202,7 @@ class _Site:
         if self.entry.fn is None:
             self.stats.calls[self.entry.kind] += 1
             return self.reference(*args)
-        return self.call(_signature(args), lambda: _KERNEL_CALLS[self.op](self, *args),
+        return self.call(_signature(args), lambda: _OP_TABLE[self.op].call(self, *args),
                          lambda: self.reference(*args), lambda: self.reference(*_upcast(args)))
 
     def invoke(self, args):
@@ -209,82 +258,41 @@ def _fallback(stats, kind):
         stats.fallbacks[kind] += 1
 
 
-def _needs_grad(*tensors):
+def needs_grad(*tensors):
+    """Whether a call needs a gradient (a kernel has no backward: such a call stays with PyTorch)."""
     return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 # -- module replacement ------------------------------------------------------------------------------
-def _rmsnorm_eps(m):
-    for name in ("eps", "variance_epsilon", "epsilon"):
-        v = getattr(m, name, None)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
-
-
-def _is_rmsnorm(m):
-    w = getattr(m, "weight", None)
-    return ("rmsnorm" in type(m).__name__.lower() and isinstance(w, torch.Tensor) and w.dim() == 1
-            and (_rmsnorm_eps(m) is not None or isinstance(m, getattr(nn, "RMSNorm", ()))))
-
-
-_MLP_EXTRAS = (nn.SiLU, nn.Dropout, nn.Identity)
-
-
-def _mlp_linears(m):
-    """(gate, up, down) of a SwiGLU MLP module: exactly three bias-free linears as its children,
-    plus at most an activation or dropout (a block that merely holds such linears is not an MLP)."""
-    children = list(m.children())
-    linears = [c for c in children if isinstance(c, nn.Linear)]
-    if len(linears) != 3 or any(not isinstance(c, (nn.Linear, *_MLP_EXTRAS)) for c in children):
-        return None
-    for names in (("gate_proj", "up_proj", "down_proj"), ("w_gate", "w_up", "w_down"), ("w1", "w3", "w2"),
-                  ("gate", "up", "down")):
-        parts = [getattr(m, n, None) for n in names]
-        if all(isinstance(p, nn.Linear) and p.bias is None for p in parts):
-            gate, up, down = parts
-            if gate.weight.shape == up.weight.shape and down.in_features == gate.out_features:
-                return parts
-    return None
-
-
-def _rotary_tables(m):
-    """(cos, sin) [max_seq, D] of a rotary-embedding module whose forward(x) rotates x [B, H, S, D]."""
-    cos, sin = getattr(m, "cos", None), getattr(m, "sin", None)
-    if "rotary" in type(m).__name__.lower() and isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor) \
-            and cos.dim() == 2 and cos.shape == sin.shape:
-        return cos, sin
-    return None
-
-
 def _module_plan(model, kernels):
-    """(module name, module, kind) for each module one of the kernels can stand in for."""
+    """(module name, module, kind, match state) for each module one of the kernels can stand in for."""
+    matchers = [(k, r.match) for k, r in routes().items() if r.match is not None and k in kernels]
     plan, claimed = [], set()
     for name, m in model.named_modules():
         if any(name == c or name.startswith(c + ".") for c in claimed):
             continue  # inside a module already swapped whole (e.g. the linears of a fused MLP)
-        kind = None
-        if "rmsnorm" in kernels and _is_rmsnorm(m):
-            kind = "rmsnorm"
-        elif "layernorm" in kernels and isinstance(m, nn.LayerNorm) and m.weight is not None:
-            kind = "layernorm"
-        elif "fused_mlp" in kernels and _mlp_linears(m) is not None:
-            kind = "fused_mlp"
-        elif "rotary_embedding" in kernels and _rotary_tables(m) is not None:
-            kind = "rotary_embedding"
-        if kind:
-            plan.append((name, m, kind))
-            claimed.add(name)
+        for kind, match in matchers:
+            state = match(m)
+            if state is not None:
+                plan.append((name, m, kind, state))
+                claimed.add(name)
+                break
     return plan
 
 
 def module_sites(model, kinds):
     """(module name, kind) of each module `patch` would swap for one of `kinds` (for timing them)."""
-    return [(name, kind) for name, _, kind in _module_plan(model, set(kinds))]
+    return [(name, kind) for name, _, kind, _ in _module_plan(model, set(kinds))]
 
 
-def _rows(x, cols):
+def rows(x, cols):
+    """x as a contiguous [rows, cols] matrix (what a row-wise kernel takes)."""
     return x.reshape(-1, cols).contiguous()
+
+
+def same_as_input(x, *rest):
+    """An operator's output spec when it is x's shape and dtype."""
+    return x.shape, x.dtype
 
 
 class _Transposed:
@@ -303,45 +311,7 @@ class _Transposed:
 
 
 # -- custom operators --------------------------------------------------------------------------------
-# Per operator: its schema (the site id last), the kernel call on the operator's arguments, and the
-# output's (shape, dtype), which the fake implementation allocates and the real one is held to.
-_SCHEMAS = {
-    "rmsnorm": "(Tensor x, Tensor weight, float eps, int site) -> Tensor",
-    "layernorm": "(Tensor x, Tensor weight, Tensor? bias, float eps, int site) -> Tensor",
-    "fused_mlp": "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int site) -> Tensor",
-    "rotary_embedding": "(Tensor x, Tensor cos, Tensor sin, int site) -> Tensor",
-    "softmax": "(Tensor x, int site) -> Tensor",
-    "flash_attention": "(Tensor q, Tensor k, Tensor v, bool causal, int site) -> Tensor",
-    "cross_entropy": "(Tensor x, Tensor target, int site) -> Tensor",
-    "matmul": "(Tensor a, Tensor b, int site) -> Tensor",
-    "linear": "(Tensor x, Tensor weight, int site) -> Tensor",
-    "reduce": "(Tensor x, int site) -> Tensor",
-}
-_KERNEL_CALLS = {
-    "rmsnorm": lambda s, x, w, eps: s.entry.fn(_rows(x, w.numel()), w, eps).reshape(x.shape),
-    "layernorm": lambda s, x, w, b, eps: s.entry.fn(  # normalized dims flattened: one row is w.numel() wide
-        _rows(x, w.numel()), w.reshape(-1), (b if b is not None else torch.zeros_like(w)).reshape(-1),
-        eps).reshape(x.shape),
-    "fused_mlp": lambda s, x, g, u, d: s.entry.fn(_rows(x, g.shape[1]), g, u, d).reshape(*x.shape[:-1], d.shape[0]),
-    "rotary_embedding": lambda s, x, cos, sin: s.entry.fn(
-        x, cos[:x.shape[-2]].to(x.dtype).contiguous(), sin[:x.shape[-2]].to(x.dtype).contiguous()),
-    "softmax": lambda s, x: s.entry.fn(_rows(x, x.shape[-1])).reshape(x.shape),
-    "flash_attention": lambda s, q, k, v, causal: s.entry.fn(q.contiguous(), k.contiguous(), v.contiguous(),
-                                                             causal=causal),
-    "cross_entropy": lambda s, x, t: s.entry.fn(x.contiguous(), t.contiguous()).to(x.dtype),
-    "matmul": lambda s, a, b: s.entry.fn(_rows(a, a.shape[-1]), b.contiguous()).reshape(*a.shape[:-1], b.shape[1]),
-    "linear": lambda s, x, w: s.entry.fn(_rows(x, w.shape[1]), s.transposed(w)).reshape(*x.shape[:-1], w.shape[0]),
-    "reduce": lambda s, x: s.entry.fn(_rows(x, x.shape[-1])).reshape(x.shape[:-1]),
-}
-_SAME = lambda x, *rest: (x.shape, x.dtype)  # noqa: E731
-_OUTPUTS = {
-    "rmsnorm": _SAME, "layernorm": _SAME, "rotary_embedding": _SAME, "softmax": _SAME, "flash_attention": _SAME,
-    "fused_mlp": lambda x, g, u, d: ((*x.shape[:-1], d.shape[0]), x.dtype),
-    "cross_entropy": lambda x, t: ((), x.dtype),
-    "matmul": lambda a, b: ((*a.shape[:-1], b.shape[1]), a.dtype),
-    "linear": lambda x, w: ((*x.shape[:-1], w.shape[0]), x.dtype),
-    "reduce": lambda x: (x.shape[:-1], x.dtype),
-}
+_OP_TABLE = {}  # operator name -> Op, of the routes registered in this process
 _SITES = weakref.WeakValueDictionary()  # site id -> _Site
 _SITE_IDS = itertools.count()
 _OPS = {}  # operator name -> OpOverload, registered on the first patch
@@ -354,7 +324,7 @@ def _op_impl(*args):
     take only calls whose tensors share one dtype, which the contracts keep; an original that returns
     another dtype (the check refused the kernel there) is cast, since the graph was built on the promise."""
     site, args = _SITES[args[-1]], args[:-1]
-    shape, dtype = _OUTPUTS[site.op](*args)
+    shape, dtype = _OP_TABLE[site.op].output(*args)
     out = site.run(args)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(shape):
         raise RuntimeError(f"{site.name}: the result is not one {tuple(shape)} tensor, so a compiled "
@@ -369,7 +339,7 @@ def _op_impl(*args):
 
 def _strides(op, x, shape):
     """The strides `_layout` gives, without allocating where they follow from the shape alone."""
-    if op == "rotary_embedding":
+    if _OP_TABLE[op].like_input:
         return torch.empty_like(x, device="meta").stride()
     strides, step = [], 1
     for n in reversed(tuple(shape)):
@@ -379,104 +349,67 @@ def _strides(op, x, shape):
 
 
 def _layout(op, x, shape, dtype, device):
-    """An empty output as the fake implementation makes it: rotary keeps x's layout (its starter writes a
-    transposed q in place order, so attention's output reshapes as a view), the others are contiguous."""
-    if op == "rotary_embedding":
+    """An empty output as the fake implementation makes it: contiguous, or x's layout where the operator
+    says so (`Op.like_input`)."""
+    if _OP_TABLE[op].like_input:
         return torch.empty_like(x, dtype=dtype, device=device)
     return torch.empty(shape, dtype=dtype, device=device)
 
 
 def _fake_for(name):
     def fake(*args):
-        shape, dtype = _OUTPUTS[name](*args[:-1])
+        shape, dtype = _OP_TABLE[name].output(*args[:-1])
         return _layout(name, args[0], shape, dtype, args[0].device)
     return fake
 
 
 def namespace():
-    """The custom operators' namespace of this copy of the file (registering them on the first call):
-    `autokernel` in the library, `autokernel_<package>` in an exported one, with `_2`, `_3`... when
-    another copy of the file already holds that name (a package loaded twice)."""
+    """The custom operators' namespace of this copy of the file (registering every route's operators not
+    registered yet): `autokernel` in the library, `autokernel_<package>` in an exported one, with `_2`,
+    `_3`... when another copy of the file already holds that name (a package loaded twice)."""
+    ops = [op for route in routes().values() for op in route.ops]
     if not _NAMESPACE:
         name = globals().get("__name__") or "standalone"  # exec'd with a bare dict (KernelBench's loader): none
         package = name.rpartition(".")[0] or name
         base = "autokernel" if package == "autokernel.engine" else "autokernel_" + re.sub(r"\W", "_", package)
         ns, n = base, 1
-        while hasattr(getattr(torch.ops, ns), "softmax"):
+        while any(hasattr(getattr(torch.ops, ns), op.name) for op in ops):
             n += 1
             ns = f"{base}_{n}"
-        for name, schema in _SCHEMAS.items():
-            op = torch.library.custom_op(f"{ns}::{name}", _op_impl, mutates_args=(), schema=schema)
-            op.register_fake(_fake_for(name))
-            _OPS[name] = getattr(getattr(torch.ops, ns), name).default
         _NAMESPACE.append(ns)
-    return _NAMESPACE[0]
+    ns = _NAMESPACE[0]
+    for op in ops:
+        if op.name not in _OPS:
+            _OP_TABLE[op.name] = op
+            custom = torch.library.custom_op(f"{ns}::{op.name}", _op_impl, mutates_args=(),
+                                             schema=f"({op.schema}, int site) -> Tensor")
+            custom.register_fake(_fake_for(op.name))
+            _OPS[op.name] = getattr(getattr(torch.ops, ns), op.name).default
+    return ns
 
 
 def _module_reference(original):
     return lambda x, *weights: original(x)
 
 
-def _swap_module(name, m, kind, entry, stats, verify):
+def _swap_module(name, m, kind, state, entry, stats, verify):
+    """Replace `m.forward` by one that sends the calls its route takes to the kernel (through a site)."""
     original = m.forward
-    site = _Site(entry, stats, name or type(m).__name__, verify, kind, _module_reference(original))
+    route = routes()[kind]
+    site = _Site(entry, stats, name or type(m).__name__, verify, route.ops[0].name, _module_reference(original))
 
-    if kind == "rmsnorm":
-        eps = _rmsnorm_eps(m)
-
-        def forward(x, *rest, **kw):
-            w = m.weight
-            if rest or kw or not entry.accepts(x, w) or x.shape[-1] != w.numel() or _needs_grad(x, w):
-                _fallback(stats, kind)
-                return original(x, *rest, **kw)
-            return site.invoke((x, w, eps if eps is not None else torch.finfo(x.dtype).eps))
-    elif kind == "layernorm":
-        def forward(x, *rest, **kw):
-            w, b = m.weight, m.bias
-            if rest or kw or not entry.accepts(x, w) or tuple(x.shape[x.dim() - w.dim():]) != tuple(w.shape) \
-                    or _needs_grad(x, w, b) or (b is not None and b.dtype != w.dtype):
-                _fallback(stats, kind)
-                return original(x, *rest, **kw)
-            return site.invoke((x, w, b, float(m.eps)))
-    elif kind == "fused_mlp":
-        gate, up, down = _mlp_linears(m)
-
-        def forward(x, *rest, **kw):
-            weights = (gate.weight, up.weight, down.weight)
-            if rest or kw or not entry.accepts(x, *weights) or x.shape[-1] != gate.in_features \
-                    or _needs_grad(x, *weights):
-                _fallback(stats, kind)
-                return original(x, *rest, **kw)
-            return site.invoke((x, *weights))
-    elif kind == "rotary_embedding":
-        def forward(x, *rest, **kw):
-            cos, sin = _rotary_tables(m)
-            if rest or kw or not entry.accepts(x, cos, sin) or x.dim() != 4 or x.shape[-1] != cos.shape[-1] \
-                    or x.shape[-2] > cos.shape[0] or _needs_grad(x):
-                _fallback(stats, kind)
-                return original(x, *rest, **kw)
-            return site.invoke((x, cos, sin))
-    else:
-        return False
+    def forward(x, *rest, **kw):
+        args = None if rest or kw else route.module_args(m, state, entry, x)
+        if args is None:
+            _fallback(stats, kind)
+            return original(x, *rest, **kw)
+        return site.invoke(args)
     m.forward = forward
     stats.modules[kind] += 1
     return True
 
 
 # -- function replacement ----------------------------------------------------------------------------
-# What PyTorch computes for a functional operator's arguments (the calls routed are exactly these).
-_FUNCTION_REFERENCES = {
-    "softmax": lambda x: torch.softmax(x, -1),
-    "flash_attention": lambda q, k, v, causal: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-    "cross_entropy": lambda x, t: F.cross_entropy(x, t),
-    "matmul": lambda a, b: torch.matmul(a, b),
-    "linear": lambda x, w: F.linear(x, w),
-    "reduce": lambda x: x.sum(-1),
-}
-_FUNCTION_SITES = {"softmax": "softmax", "flash_attention": "scaled_dot_product_attention",
-                   "cross_entropy": "cross_entropy", "matmul": "matmul", "linear": "linear", "reduce": "sum"}
-
-
 class KernelMode(TorchFunctionMode):
     """Routes matching functional calls to the kept kernels while the patched forward runs."""
 
@@ -484,113 +417,29 @@ class KernelMode(TorchFunctionMode):
         super().__init__()
         self.kernels, self.stats, self.verify = kernels, stats, verify
         transposed = transposed or _Transposed()
-        self.sites = {}
-        for op, name in _FUNCTION_SITES.items():
-            kind = "matmul" if op == "linear" else op
-            if kind in kernels:  # made here, not at a first call: Dynamo may be tracing that one
-                self.sites[op] = _Site(kernels[kind], stats, name, verify, op, _FUNCTION_REFERENCES[op], transposed)
-        self.routes = {}
-        if "softmax" in kernels:
-            for f in (F.softmax, torch.softmax, torch.Tensor.softmax):
-                self.routes[f] = self._softmax
-        if "flash_attention" in kernels:
-            self.routes[F.scaled_dot_product_attention] = self._sdpa
-        if "cross_entropy" in kernels:
-            self.routes[F.cross_entropy] = self._cross_entropy
-        if "matmul" in kernels:
-            for f in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm):
-                self.routes[f] = self._matmul
-            self.routes[F.linear] = self._linear
-        if "reduce" in kernels:
-            for f in (torch.sum, torch.Tensor.sum):
-                self.routes[f] = self._sum
+        self.sites, self.routes = {}, {}
+        for kind, route in routes().items():
+            if kind not in kernels:
+                continue
+            for op in route.ops:  # made here, not at a first call: Dynamo may be tracing that one
+                if op.reference is not None:
+                    self.sites[op.name] = _Site(kernels[kind], stats, op.site, verify, op.name, op.reference, transposed)
+            for f, handler in route.functions.items():
+                self.routes.setdefault(f, (kind, handler))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         route = self.routes.get(func)
         if route is not None:
-            out = route(args, kwargs)
-            if out is not NotImplemented:
-                return out
+            kind, handler = route
+            got = handler(args, kwargs, self.kernels[kind])
+            if got is None:
+                _fallback(self.stats, kind)
+            else:
+                op, op_args, post = (*got, None)[:3]
+                out = self.sites[op].invoke(op_args)
+                return post(out) if post is not None else out
         return func(*args, **kwargs)
-
-    def _fallback(self, kind):
-        _fallback(self.stats, kind)
-        return NotImplemented
-
-    def _softmax(self, args, kwargs):
-        entry = self.kernels["softmax"]
-        x = args[0] if args else kwargs.get("input")
-        dim = args[1] if len(args) > 1 else kwargs.get("dim")
-        if len(args) > 2 or kwargs.get("dtype") is not None or not entry.accepts(x) or x.dim() < 1 \
-                or dim not in (-1, x.dim() - 1) or _needs_grad(x):
-            return self._fallback("softmax")
-        return self.sites["softmax"].invoke((x,))
-
-    def _sdpa(self, args, kwargs):
-        entry = self.kernels["flash_attention"]
-        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
-        a = dict(zip(names, args))
-        a.update(kwargs)
-        q, k, v = a.get("query"), a.get("key"), a.get("value")
-        extra = set(a) - set(names)
-        scale = a.get("scale")
-        if extra or a.get("attn_mask") is not None or a.get("dropout_p", 0.0) or not entry.accepts(q, k, v) \
-                or q.dim() != 4 or q.shape != k.shape or q.shape != v.shape or a.get("enable_gqa") \
-                or (scale is not None and abs(scale - 1 / math.sqrt(q.shape[-1])) > 1e-12) or _needs_grad(q, k, v):
-            return self._fallback("flash_attention")
-        return self.sites["flash_attention"].invoke((q, k, v, bool(a.get("is_causal", False))))
-
-    def _cross_entropy(self, args, kwargs):
-        entry = self.kernels["cross_entropy"]
-        names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
-                 "label_smoothing")
-        a = dict(zip(names, args))
-        a.update(kwargs)
-        x, t = a.get("input"), a.get("target")
-        if a.get("weight") is not None or a.get("size_average") is not None or a.get("reduce") is not None \
-                or a.get("reduction", "mean") != "mean" or a.get("label_smoothing", 0.0) \
-                or not entry.accepts(x) or x.dim() != 2 or not isinstance(t, torch.Tensor) \
-                or t.dim() != 1 or t.dtype not in (torch.int64, torch.int32) \
-                or a.get("ignore_index", -100) != -100 or _needs_grad(x):
-            # The kernel's contract skips rows whose target is -100 (F.cross_entropy's default), so the
-            # call is routed without asking the GPU whether any target is ignored (a host sync).
-            return self._fallback("cross_entropy")
-        return self.sites["cross_entropy"].invoke((x, t))
-
-    def _matmul(self, args, kwargs):
-        entry = self.kernels["matmul"]
-        if kwargs or len(args) != 2:
-            return self._fallback("matmul")
-        a, b = args
-        if not entry.accepts(a, b) or a.dtype != b.dtype or b.dim() != 2 or a.dim() < 2 or a.shape[-1] != b.shape[0] \
-                or _needs_grad(a, b):
-            return self._fallback("matmul")
-        return self.sites["matmul"].invoke((a, b))
-
-    def _linear(self, args, kwargs):
-        entry = self.kernels["matmul"]
-        a = dict(zip(("input", "weight", "bias"), args))
-        a.update(kwargs)
-        x, w, bias = a.get("input"), a.get("weight"), a.get("bias")
-        if set(a) - {"input", "weight", "bias"} or not entry.accepts(x, w) or x.dtype != w.dtype \
-                or w.dim() != 2 or x.dim() < 1 or x.shape[-1] != w.shape[1] or _needs_grad(x, w, bias):
-            return self._fallback("matmul")
-        y = self.sites["linear"].invoke((x, w))
-        return y + bias if bias is not None else y
-
-    def _sum(self, args, kwargs):
-        entry = self.kernels["reduce"]
-        a = dict(zip(("input", "dim", "keepdim"), args))
-        a.update(kwargs)
-        x, dim = a.get("input"), a.get("dim")
-        if isinstance(dim, (tuple, list)) and len(dim) == 1:
-            dim = dim[0]
-        if len(args) > 3 or set(a) - {"input", "dim", "keepdim"} or not entry.accepts(x) or x.dim() < 1 \
-                or not isinstance(dim, int) or dim not in (-1, x.dim() - 1) or _needs_grad(x):
-            return self._fallback("reduce")
-        y = self.sites["reduce"].invoke((x,))
-        return y.unsqueeze(-1) if a.get("keepdim") else y
 
 
 def _unwrap(model):
@@ -610,11 +459,11 @@ def patch(model, kernels, verify=True):
     model = _unwrap(model)
     table = {k: (v if isinstance(v, KernelEntry) else KernelEntry(k, v)) for k, v in kernels.items()}
     stats = PatchStats(table)
-    for name, m, kind in _module_plan(model, table):
-        _swap_module(name, m, kind, table[kind], stats, verify)
+    for name, m, kind, state in _module_plan(model, table):
+        _swap_module(name, m, kind, state, table[kind], stats, verify)
     if any(hasattr(e.fn, "subgraph") for e in table.values()):  # subgraph targets: an FX rewrite (subgraph_patch.py)
         __import__(__package__ + ".subgraph_patch", fromlist=["_"]).patch_subgraphs(model, table, stats, verify, _Site)
-    functional = {k: e for k, e in table.items() if k in FUNCTION_KINDS}
+    functional = {k: e for k, e in table.items() if k in function_kinds()}
     if functional:
         inner = model.forward
         mode = KernelMode(functional, stats, verify)
@@ -627,15 +476,14 @@ def patch(model, kernels, verify=True):
     return stats
 
 
-MODULE_KINDS = ("rmsnorm", "layernorm", "fused_mlp", "rotary_embedding")
-
-
-def routed_calls(model, inputs, kinds=MODULE_KINDS + FUNCTION_KINDS):
+def routed_calls(model, inputs, kinds=None):
     """{kind: how many calls of one forward `model(*inputs)` `patch` would route to a kernel of that kind}.
 
     The same matcher as `patch` (it is `patch`, with probe entries that run no kernel and answer
     PyTorch's result), so a planner that searches only kinds counted here never searches a kernel the
-    model cannot use. Patches `model` in place: give it a model that is thrown away after."""
+    model cannot use. Patches `model` in place: give it a model that is thrown away after. `kinds`: every
+    kind with a route unless given."""
+    kinds = tuple(routes()) if kinds is None else tuple(kinds)
     stats = patch(model, {k: KernelEntry(k, None) for k in kinds}, verify=False)
     with torch.no_grad():
         model(*inputs)

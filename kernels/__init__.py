@@ -115,3 +115,29 @@ def hooks(part: str) -> list[tuple[str, ModuleType]]:
     if key not in _hooked:
         _hooked[key] = [(n, m) for n in kernel_names() if (m := hook(n, part)) is not None]
     return _hooked[key]
+
+
+def patch_source(kinds=None) -> str:
+    """The patcher (engine/kernel_patch.py) with the routes of `kinds` (every type that has one unless
+    given) appended, each wrapped in a function of its own so their names stay apart: the one standalone
+    text `autokernel export` ships as `_patch.py` and a KernelBench ModelNew inlines, run where autokernel
+    is not installed. A route's imports of the patcher are dropped: its names are the text's globals."""
+    import ast
+
+    from autokernel.engine import kernel_patch
+
+    parts = [Path(kernel_patch.__file__).read_text(), "_BUNDLED = {}  # this copy routes only the kinds below\n"]
+    for kind, module in hooks("route"):
+        if kinds is not None and kind not in kinds:
+            continue
+        text = Path(module.__file__).read_text()
+        drop = set()
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ImportFrom) and (node.module == "__future__"
+                                                     or (node.module or "").endswith("kernel_patch")):
+                drop.update(range(node.lineno - 1, node.end_lineno))
+        body = "\n".join("    " + line if line.strip() else "" for i, line in enumerate(text.splitlines())
+                         if i not in drop)
+        parts.append(f"# ---- the {kind} route (kernels/{kind}/route.py) ----\ndef _route_{kind}():\n{body}\n"
+                     f"    return ROUTE\n\n\n_BUNDLED[{kind!r}] = _route_{kind}()\n")
+    return "\n\n".join(parts)
