@@ -1,7 +1,8 @@
 """Candidates that reach out of their worker (tests/sandbox_candidates/): a socket, a write to the user's home, a
-key in the environment, a shell. Each comes twice or three times: in plain sight (the static check refuses it
+key read from it or from the environment, a shell. Each comes twice or three times: in plain sight (the static check refuses it
 before import), hidden from the static check (the worker's audit hook, its scrubbed environment or HOME), and
-through libc with ctypes (only the kernel's layers see it: network namespace, seccomp, Landlock). Every test
+through libc with ctypes or by a plain file read (only the kernel's layers see it: network namespace, seccomp,
+Landlock). Every test
 asserts the side effect did not happen (no connection reached the test's server, no file in the home, no key in
 the detail, no file the shell would have made) and the one-line reason the check gives. A layer this machine
 lacks is a skip that names the layer, never a silent pass; `test_without_the_sandbox_every_hidden_attack_works`
@@ -69,9 +70,31 @@ def need(machine: dict, rule: str, layer: str) -> None:
                     f"audit hook (test_*_in_plain_sight, test_*_hidden_*) hold this rule here")
 
 
+SECRET_KEY = "-----BEGIN OPENSSH PRIVATE KEY----- " + secrets.token_hex(8)
+
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("home")
+    """The engine's HOME in these tests, with a private key planted in it."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text(SECRET_KEY + "\n")
+    return home
+
+
+@pytest.fixture(scope="module")
+def spared(tmp_path_factory) -> Path:
+    """The folder the tests write candidates in, made before a worker starts: the fake home lies in the temporary
+    folder, so a worker's read layer spares the temporary folder's entries one by one, as they are at its start."""
+    return tmp_path_factory.mktemp("candidates")
+
+
+@pytest.fixture
+def tmp_path(spared, request) -> Path:
+    """Each test's own folder, inside `spared` (pytest's would be made after the module's worker started)."""
+    path = spared / request.node.name.replace("/", "_")[:80]
+    path.mkdir()
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +114,7 @@ def _worker_with(home: Path, **env: str):
 
 
 @pytest.fixture(scope="module")
-def worker(home):
+def worker(home, spared):
     mp, w = _worker_with(home)
     yield w
     w.close()
@@ -169,7 +192,80 @@ def test_a_write_to_tilde_lands_in_the_workers_scratch_folder(worker, home, tmp_
     """The environment layer: HOME is the worker's own folder, so `~` is never the user's home."""
     detail = refusal(worker, fill(tmp_path, "home_tilde.py"))
     assert detail.startswith("kernel_fn raised RuntimeError: wrote /") and sandbox.SCRATCH_PREFIX in detail, detail
-    assert str(home) not in detail and not (home / ".ssh").exists()
+    assert str(home) not in detail and not (home / ".ssh" / "authorized_keys").exists()
+
+
+def test_a_key_read_from_the_home_is_refused_by_landlock(machine, worker, home, tmp_path):
+    need(machine, "reads", "landlock")
+    target = home / ".ssh" / "id_rsa"
+    detail = refusal(worker, fill(tmp_path, "home_read.py", TARGET=target))
+    assert detail.startswith(f"kernel_fn raised PermissionError: [Errno 13] Permission denied: '{target}'"), detail
+    assert detail.endswith(f"({sandbox.REFUSED})"), detail
+    assert SECRET_KEY not in detail
+
+
+def test_the_accounts_own_home_is_out_of_reach_too(machine, worker, tmp_path):
+    """HOME names the worker's scratch folder, but the password database still names the user's home."""
+    need(machine, "reads", "landlock")
+    import pwd
+
+    account = Path(pwd.getpwuid(os.getuid()).pw_dir).resolve()
+    detail = refusal(worker, fill(tmp_path, "home_account.py"))
+    assert detail.startswith(f"kernel_fn raised PermissionError: [Errno 13] Permission denied: '{account}'"), detail
+    assert detail.endswith(f"({sandbox.REFUSED})"), detail
+
+
+def test_a_user_checking_a_thief_in_a_real_engine_keeps_the_key(machine, home, tmp_path):
+    """`autokernel check` as a user runs it, HOME holding the key: the engine tells the worker which home to keep
+    out and which folder the candidate is in."""
+    need(machine, "reads", "landlock")
+    target = home / ".ssh" / "id_rsa"
+    detail = check_in_an_engine(fill(tmp_path, "home_read.py", TARGET=target), home)
+    assert f"PermissionError: [Errno 13] Permission denied: '{target}'" in detail and SECRET_KEY not in detail, detail
+
+
+def test_what_a_child_may_read_is_derived_and_keeps_every_home_out(tmp_path, monkeypatch):
+    """No layer applied here: the list the read layer is built from, for a home lying in a folder that is spared
+    (the temporary folder, in these tests) and files the engine named inside and beside it."""
+    base = tmp_path / "base"
+    home, proj, other = base / "home", base / "home" / "proj", base / "other"
+    for d in (home / ".ssh", proj, other):
+        d.mkdir(parents=True)
+    for f in (home / "model.py", proj / "model.py", home / ".ssh" / "id_rsa"):
+        f.write_text("")
+    scratch = base / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv(sandbox.HOMES_VAR, str(home))
+    monkeypatch.setenv(sandbox.READABLE_VAR, os.pathsep.join(map(str, [home / "model.py", proj / "model.py", base])))
+    rules = dict(sandbox.readable_paths(scratch))
+    assert rules[home / "model.py"] is False and rules[proj] is True  # a file at the top of a home: that file alone
+    assert rules[other] is True and rules[scratch] is True and base not in rules  # the home's holder: entry by entry
+    assert home not in rules and not any(p.is_relative_to(home / ".ssh") for p in rules)
+    assert rules[Path(sys.prefix).resolve()] is True and rules[Path(sandbox.__file__).parent.resolve()] is True
+    assert {p for p in rules if p.is_relative_to(home)} == {home / "model.py", proj}
+
+
+def test_the_engine_names_the_users_files_and_home_to_the_child(tmp_path, monkeypatch):
+    """What the child is told: the paths on the engine's command line and those allow_read declared (a resumed
+    session's model), the folders it may write, and the home its own HOME no longer names."""
+    cand, model = tmp_path / "cand.py", tmp_path / "m" / "model.py"
+    model.parent.mkdir()
+    cand.write_text("")
+    model.write_text("")
+    monkeypatch.setattr(sys, "argv", ["autokernel", "check", str(cand), "--kernel", "softmax", "--device=cpu"])
+    monkeypatch.setattr(sandbox, "_declared", [])
+    sandbox.allow_read(model)
+    env = sandbox.child_env({"HOME": "/home/u", sandbox.READABLE_VAR: "/data/set"}, writable=[tmp_path / "w"])
+    assert env[sandbox.READABLE_VAR].split(os.pathsep) == ["/data/set", str(model), str(cand)]
+    assert env[sandbox.WRITABLE_VAR] == str(tmp_path / "w")
+    assert env[sandbox.HOMES_VAR].split(os.pathsep)[0] == "/home/u"
+
+
+def test_the_probe_runs_once_per_process_and_worker_environment(monkeypatch):
+    """Each session logs the layers: the child that finds them is started once, not at every session."""
+    first = sandbox.probe("cpu")
+    monkeypatch.setattr(sandbox.subprocess, "run", lambda *a, **k: pytest.fail("a second probe was started"))
+    assert sandbox.probe("cpu") == first
 
 
 # -- keys ------------------------------------------------------------------------------------------------
@@ -231,8 +327,8 @@ def test_a_whole_problem_model_new_is_held_the_same_while_it_is_built(machine, w
 
 def test_after_the_attacks_the_same_worker_passes_a_good_candidate(worker, server, home, tmp_path):
     restarts = worker.restarts
-    for name in ("net_libc.py", "home_write.py", "shell_libc.py", "env_parent.py"):
-        refusal(worker, fill(tmp_path, name, PORT=server.port, TARGET=home / "planted"))
+    for name in ("net_libc.py", "home_write.py", "shell_libc.py", "env_parent.py", "home_read.py"):
+        refusal(worker, fill(tmp_path, name, PORT=server.port, TARGET=home / ".ssh" / "id_rsa"))
     report = worker.check(str(get_spec("reduce").starters["triton"]), kernel="reduce")
     assert report.passed, report.to_json()
     assert worker.restarts == restarts  # nothing the attacks did ended the worker
@@ -248,11 +344,13 @@ def test_without_the_sandbox_every_hidden_attack_works(home, server, tmp_path):
         target, marker = home / "open-door", tmp_path / "shell-ran"
         w.check(str(fill(tmp_path, "home_write.py", TARGET=target)), kernel="softmax")
         w.check(str(fill(tmp_path, "shell_libc.py", TARGET=marker)), kernel="softmax")
+        read = w.check(str(fill(tmp_path, "home_read.py", TARGET=home / ".ssh" / "id_rsa")), kernel="softmax")
     finally:
         w.close()
         mp.undo()
     assert server.connections == before + 1
     assert target.exists() and marker.exists()
+    assert SECRET_KEY in read.first_failure.detail
     assert KEY in check_in_an_engine(fill(tmp_path, "env_parent.py"), home, AUTOKERNEL_SANDBOX="off")
 
 
@@ -279,6 +377,7 @@ def test_doctor_prints_each_protection_and_the_summary(machine):
     for (rule, layer), p in machine.items():
         assert any(ln.split()[:3] == [rule, layer, "on" if p.active else "off"] for ln in lines), (rule, layer, r.stdout)
     assert sandbox.summary(list(machine.values())) in lines
+    assert any(ln.split()[:2] == ["reads", "landlock"] for ln in lines), r.stdout
 
 
 def test_on_cuda_the_audit_hook_lets_the_compilers_run_and_nothing_else():
@@ -299,3 +398,76 @@ def test_on_cuda_the_audit_hook_lets_the_compilers_run_and_nothing_else():
     with pytest.raises(PermissionError, match="allows no network"):
         hook("socket.__new__", (None, socket.AF_INET6, socket.SOCK_STREAM, 0))
     hook("socket.__new__", (None, socket.AF_UNIX, socket.SOCK_STREAM, 0))  # CUDA's driver talks to a UNIX socket
+
+
+# -- the integration subprocess: kept kernels (and a whole ModelNew) run outside a worker -----------------------
+
+# What engine/integrate.py's child does first, as proposed: read its request, then confine itself.
+CONFINED_CHILD = ("import json, sys; from autokernel.engine import integrate, sandbox; "
+                  "sandbox.confine_process(json.loads(open(sys.argv[1]).read())['device']); "
+                  "sys.exit(integrate.main(sys.argv[1:]))")
+TINY_MODEL = """
+import torch
+from autokernel.engine.examples.llama import RMSNorm
+class Model(torch.nn.Sequential):
+    def __init__(self):
+        super().__init__(RMSNorm(16), torch.nn.Tanh())
+def get_inputs():
+    return [torch.randn(2, 3, 16)]
+"""
+
+
+def integrate_rmsnorm(source: str, tmp_path: Path, home: Path, monkeypatch, confined: bool, compile: bool = False):
+    """A kept rmsnorm kernel integrated into a tiny model by the engine's own `integrate_session_kernels`, with the
+    engine's HOME holding the key; `confined`: its subprocess started the proposed way (child_env's environment,
+    the request's folder and the model's readable, the request's folder writable, confine_process first)."""
+    from autokernel.engine import integrate
+
+    tmp_path.mkdir(exist_ok=True)
+    model = tmp_path / "tiny.py"
+    model.write_text(TINY_MODEL)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    if confined:
+        popen = subprocess.Popen
+
+        def confined_popen(cmd, **kw):
+            request = Path(cmd[-1])
+            model_path = json.loads(request.read_text())["model_path"]
+            env = sandbox.child_env(readable=[request.parent, model_path], writable=[request.parent])
+            env.update({k: v for k, v in kw.pop("env").items() if k == "TRITON_INTERPRET"})
+            return popen([sys.executable, "-c", CONFINED_CHILD, str(request)], env=env, **kw)
+
+        monkeypatch.setattr(integrate.subprocess, "Popen", confined_popen)
+    kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0001", "source": source, "dtype": "fp32"}]
+    return integrate.integrate_session_kernels(str(model), "cpu", kernels, tmp_path / "work", trials=1,
+                                               timeout_s=240, compile=compile)
+
+
+def test_the_integration_child_is_held_like_a_worker(machine, server, home, tmp_path, monkeypatch):
+    """A kept kernel's module tries every way out when the integration imports it: confined, each is refused;
+    started as engine/integrate.py starts it today, each succeeds (so this test can fail)."""
+    for rule, layer in (("reads", "landlock"), ("writes", "landlock"), ("network", "netns")):
+        need(machine, rule, layer)
+    homefile, marker = home / "planted-by-integration", tmp_path / "shell-ran"
+    source = fill(tmp_path, "integration_attacks.py", KEYFILE=home / ".ssh" / "id_rsa", HOMEFILE=homefile,
+                  PORT=server.port, MARKER=marker).read_text()
+    before = server.connections
+    held = integrate_rmsnorm(source, tmp_path / "held", home, monkeypatch, confined=True)
+    assert "outcomes read=refused write=refused connect=refused shell=refused env=refused" in held.detail, held.detail
+    assert server.connections == before and not homefile.exists() and not marker.exists()
+    monkeypatch.undo()
+    open_door = integrate_rmsnorm(source, tmp_path / "open", home, monkeypatch, confined=False)
+    assert "outcomes read=done write=done connect=done shell=done env=done" in open_door.detail, open_door.detail
+    assert server.connections == before + 1 and homefile.exists() and marker.exists()
+
+
+def test_an_honest_integration_runs_confined(machine, home, tmp_path, monkeypatch):
+    """The kept kernel, the model and Triton's interpreter under every layer of the confined child (its
+    torch.compile forwards, left out here for time, are tests/test_integrate.py's once the child is confined)."""
+    need(machine, "reads", "landlock")
+    source = (Path(__file__).parent / "data" / "triton_rmsnorm.py").read_text()
+    result = integrate_rmsnorm(source, tmp_path, home, monkeypatch, confined=True)
+    assert result.correct and result.model_ms > 0 and result.eager_ms > 0, result.detail
+    (rmsnorm,) = result.replaced
+    assert rmsnorm["calls"] > 0 and not rmsnorm["mismatches"]

@@ -12,7 +12,7 @@ import dataclasses
 
 from .common import add_device_flag, add_json_flag, print_json
 
-HELP = "show which sandbox protections (network, writes, processes, environment) candidates run under here"
+HELP = "show which sandbox protections (network, writes, reads, processes, environment) candidates run under here"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
