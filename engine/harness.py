@@ -9,6 +9,12 @@ output has the reference's shape and dtype, no NaN/Inf where the reference is fi
 are within the spec's tolerance, compared in float64. A whole problem whose Model returns several
 tensors has each output checked so, by position (`engine/outputs.py`).
 
+Memory (a KernelBench problem's inputs may take a large share of the GPU): each trial is planned from its
+footprint (`engine/fit.py`) before anything is allocated. A problem whose own tensors exceed the free
+memory gets the "does not fit" verdict with that footprint; the float64 reference is used only when its
+copies fit with a clear margin, else the reference runs in the inputs' own dtype (the stage detail says
+so); values are compared in float64 a chunk at a time; and nothing of a trial outlives it.
+
 This module never runs in the engine's process: `engine/worker.py` runs it in a subprocess.
 """
 
@@ -27,11 +33,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
-from . import coverage, guards, l2, sandbox
+from . import coverage, fit, guards, l2, sandbox
 from .outputs import OutputCountError, as_list, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
@@ -287,6 +294,8 @@ class CheckContext:
     # A subset of the spec's dtypes to check (the search screens candidates in the target's dtype and
     # checks every dtype only before it keeps one); None: all of them.
     dtypes: tuple | None = None
+    # The dtypes whose trials in the current stage were judged by a reference in their own dtype (memory).
+    own_dtype_refs: set = field(default_factory=set)
 
     @property
     def interpreter(self) -> bool:
@@ -317,8 +326,120 @@ def _upcast(args: tuple) -> list:
     return [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
 
 
-def _snapshot(args: tuple) -> list:
-    return [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
+def _snapshot(args: tuple, on_device: bool = True) -> list:
+    """Copies of the inputs, to see whether the candidate changed them: on the host when the device has no
+    room for a second copy of a large problem's inputs."""
+    return [(a.clone() if on_device else a.detach().to("cpu", copy=True)) if isinstance(a, torch.Tensor) else None
+            for a in args]
+
+
+COMPARE_CHUNK = 1 << 24  # elements compared at once in float64 (128 MiB a temporary), whatever the output's size
+
+
+def _chunks(t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    flat = t.detach().reshape(-1)
+    for start in range(0, flat.numel(), COMPARE_CHUNK):
+        yield start, flat[start:start + COMPARE_CHUNK]
+
+
+def _unchanged(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """`a` still equals its snapshot `b` (which may be on the host), a chunk at a time."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    flat = b.reshape(-1)
+    return all(torch.equal(x.to(b.device), flat[start:start + x.numel()]) for start, x in _chunks(a))
+
+
+# -- memory: the plan of one trial ---------------------------------------------------------------
+
+WIDE_MARGIN = 2  # the float64 copies are counted twice over: the reference's own intermediates are float64 too
+OWN_DTYPE_TOLERANCE = 2.0  # a kernel type's tolerance, widened when the reference carries rounding of its own
+
+_FOOTPRINTS: dict[tuple, fit.Footprint] = {}
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    wide: bool  # the reference in float64 (else in the inputs' own dtype)
+    snapshot_on_device: bool
+
+
+def footprint(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> fit.Footprint:
+    """The trial's tensors at `shape` and `dtype`: a whole problem's, measured when it was built; a kernel
+    type's, from its inputs and reference run on fake tensors (shapes only, nothing allocated)."""
+    given = getattr(ctx.spec.reference, "footprint", None)
+    if given is not None:
+        return given
+    key = (ctx.spec.name, ctx.spec.reference, tuple(sorted(shape.items())), dtype)
+    if key not in _FOOTPRINTS:
+        try:  # sizes are the same on every device; fake host tensors draw from the host generator as given
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                args = ctx.spec.make_inputs(shape, dtype, "cpu", torch.Generator().manual_seed(0), "normal")
+                outs = as_list(ctx.spec.reference(*args))
+            floating = sum(t.numel() for t in [*args, *outs] if isinstance(t, torch.Tensor) and t.is_floating_point())
+            _FOOTPRINTS[key] = fit.Footprint(fit.tensor_bytes(args), fit.tensor_bytes(outs), 0, 8 * floating)
+        except Exception:  # a reference fake tensors cannot run: the bytes the spec says the op moves, halved
+            moved = int(ctx.spec.bytes_moved(shape, dtype))
+            _FOOTPRINTS[key] = fit.Footprint(moved - moved // 2, moved // 2, 0, moved // dtype.itemsize * 8)
+    return _FOOTPRINTS[key]
+
+
+def plan_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> TrialPlan:
+    """Where a trial's tensors go, decided before any is allocated, against `fit.free_bytes`.
+
+    The problem's own footprint (inputs, the reference's and the candidate's outputs) must fit, or the
+    trial is not run: `fit.DoesNotFit`, its verdict naming that footprint. The float64 reference (upcast
+    inputs, float64 outputs and weights) is the better judge and is used when it fits with a clear margin.
+    Else the reference runs in the inputs' own dtype on the device: what KernelBench itself compares against
+    (with atol = rtol = 1e-2, a whole problem's tolerance here), and for a kernel type with twice its
+    tolerance, since the reference's own rounding is then of the same size as an allowed candidate's. A
+    float64 reference on the host was the other way: sound too, but for a multi-GB problem it takes longer
+    than a stage's time limit, on every trial."""
+    fp = footprint(ctx, shape, dtype)
+    free = fit.free_bytes(ctx.device)
+    if fp.to_allocate > free:
+        fit.release(ctx.device)  # what earlier stages and candidates left in the caches is not the problem's
+        free = fit.free_bytes(ctx.device)
+        if fp.to_allocate > free:
+            raise fit.DoesNotFit(fp.total, ctx.device, "its inputs, the reference's and the candidate's outputs"
+                                 + (", its weights" if fp.params else ""))
+    own = fp.to_allocate + fp.inputs  # args, the two outputs and the snapshot of the inputs
+    wide = own + WIDE_MARGIN * fp.wide <= free
+    return TrialPlan(wide=wide, snapshot_on_device=wide or own <= free)
+
+
+def _reference(ctx: CheckContext, args: tuple, dtype: torch.dtype, plan: TrialPlan) -> Any:
+    """The reference's answer for `args`: in float64 when the plan allows (and it does not run out after
+    all), else in the inputs' own dtype, noted for the stage's detail."""
+    if plan.wide:
+        try:
+            return ctx.spec.reference(*_upcast(args))
+        except torch.OutOfMemoryError:
+            fit.release(ctx.device)
+    ctx.own_dtype_refs.add(dtype)
+    ref = ctx.spec.reference(*args)
+    if dtype not in ctx.out_dtype_cache:  # its output's dtype is the one the candidate's must have
+        ctx.out_dtype_cache[dtype] = tuple(o.dtype for o in ref) if several(ref) else ref.dtype
+    return ref
+
+
+def _tolerance(ctx: CheckContext, dtype: torch.dtype) -> tuple[float, float]:
+    atol, rtol = ctx.spec.tolerance(dtype)
+    if dtype in ctx.own_dtype_refs and ctx.spec.bind is None:  # a kernel type; a whole problem keeps KernelBench's
+        return atol * OWN_DTYPE_TOLERANCE, rtol * OWN_DTYPE_TOLERANCE
+    return atol, rtol
+
+
+def memory_note(ctx: CheckContext) -> str:
+    """What the stage's detail says when some of its trials were judged in their own dtype."""
+    if not ctx.own_dtype_refs:
+        return ""
+    parts = []
+    for d in sorted(ctx.own_dtype_refs, key=str):
+        atol, rtol = _tolerance(ctx, d)
+        parts.append(f"{_dtype_name(d)} (atol={atol:.2g}, rtol={rtol:.2g})")
+    return ("; judged against the reference in the inputs' own dtype, " + ", ".join(parts)
+            + ": its float64 copies would not fit in the device's free memory")
 
 
 def _sync(device: str) -> None:
@@ -339,8 +460,12 @@ def _poison_allocator(ref: Any, dtype: Any, device: str) -> None:
     output's, or (sequences) each output's."""
     if device != "cuda":
         return
-    blocks = [torch.full(r.shape, _poison_value(d), dtype=d, device=device)
-              for r, d in zip(as_list(ref), as_list(dtype)) if r.numel() for _ in range(2)]
+    shapes = [(r.shape, d) for r, d in zip(as_list(ref), as_list(dtype)) if r.numel()]
+    need = sum(r.numel() * d.itemsize for r, d in zip(as_list(ref), as_list(dtype)))
+    # Two blocks of each when there is room, one when the candidate's own output barely fits beside it.
+    free = fit.free_bytes(device)
+    copies = 2 if 3 * need <= free else 1 if 2 * need <= free else 0
+    blocks = [torch.full(shape, _poison_value(d), dtype=d, device=device) for shape, d in shapes for _ in range(copies)]
     del blocks
 
 
@@ -493,47 +618,72 @@ def _compare_one(ctx: CheckContext, out: Any, ref: torch.Tensor, want: torch.dty
         raise TrialFailure(f"{where}: output dtype {out.dtype}, expected {want}")
     if out.device.type != torch.device(ctx.device).type:
         raise TrialFailure(f"{where}: output on {out.device}, expected {ctx.device}")
-    o = out.detach().double()
-    bad_nonfinite = ~torch.isfinite(o) & torch.isfinite(ref)
-    if bool(bad_nonfinite.any()):
-        idx = [int(i) for i in bad_nonfinite.nonzero()[0]]
-        raise TrialFailure(f"{where}: {o[tuple(idx)].item()} at {idx} where the reference is finite "
-                           f"({ref[tuple(idx)].item():.4g})")
-    atol, rtol = ctx.spec.tolerance(dtype)
+    atol, rtol = _tolerance(ctx, dtype)
     if mode != "normal" and ref.numel():  # scaled regimes: the absolute tolerance scales with the answer
-        finite = ref[torch.isfinite(ref)]
-        if finite.numel():
-            atol *= max(1.0, float(finite.abs().max()))
-    err = (o - ref).abs()
-    both_inf = torch.isinf(o) & torch.isinf(ref) & (torch.sign(o) == torch.sign(ref))
-    bad = ~((err <= atol + rtol * ref.abs()) | both_inf | (torch.isnan(o) & torch.isnan(ref)))
-    if bool(bad.any()):
-        err = torch.where(bad, err.nan_to_num(nan=math.inf), torch.zeros_like(err))
-        flat = int(err.argmax())
-        idx = list(torch.unravel_index(torch.tensor(flat), err.shape)) if err.dim() else []
-        idx = [int(i) for i in idx]
-        n_bad = int(bad.sum())
+        biggest = 0.0
+        for _, r in _chunks(ref):
+            r = r.double()
+            finite = r[torch.isfinite(r)]
+            if finite.numel():
+                biggest = max(biggest, float(finite.abs().max()))
+        atol *= max(1.0, biggest)
+    # In float64 a chunk at a time: a whole output in float64, and its temporaries, would take several
+    # times the output's own size (a multi-GB output: tens of GiB).
+    flat_out = out.detach().reshape(-1)
+    for start, r in _chunks(ref):
+        o = flat_out[start:start + r.numel()].double()
+        r = r.double()
+        bad_nonfinite = ~torch.isfinite(o) & torch.isfinite(r)
+        if bool(bad_nonfinite.any()):
+            k = int(bad_nonfinite.nonzero()[0, 0])
+            idx = _index(start + k, ref.shape)
+            raise TrialFailure(f"{where}: {o[k].item()} at {idx} where the reference is finite ({r[k].item():.4g})")
+    worst, worst_at, n_bad = -1.0, (0, 0.0, 0.0), 0
+    for start, r in _chunks(ref):
+        o = flat_out[start:start + r.numel()].double()
+        r = r.double()
+        err = (o - r).abs()
+        both_inf = torch.isinf(o) & torch.isinf(r) & (torch.sign(o) == torch.sign(r))
+        bad = ~((err <= atol + rtol * r.abs()) | both_inf | (torch.isnan(o) & torch.isnan(r)))
+        if bool(bad.any()):
+            err = torch.where(bad, err.nan_to_num(nan=math.inf), torch.zeros_like(err))
+            k = int(err.argmax())
+            n_bad += int(bad.sum())
+            if float(err[k]) > worst:
+                worst, worst_at = float(err[k]), (start + k, o[k].item(), r[k].item())
+    if n_bad:
+        flat, got, expected = worst_at
         raise TrialFailure(
-            f"{where}: max abs error {float(err.max()):.3g} at {idx} (got {o.flatten()[flat].item():.6g}, "
-            f"expected {ref.flatten()[flat].item():.6g}; atol={atol:.2g}, rtol={rtol:.2g}; "
+            f"{where}: max abs error {worst:.3g} at {_index(flat, ref.shape)} (got {got:.6g}, "
+            f"expected {expected:.6g}; atol={atol:.2g}, rtol={rtol:.2g}; "
             f"{n_bad} of {ref.numel()} elements off)")
 
 
+def _index(flat: int, shape: torch.Size) -> list[int]:
+    return [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)] if len(shape) else []
+
+
 def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "normal", noncontig: bool = False) -> None:
-    """One fresh-input run of the candidate, checked against the float64 reference."""
+    """One fresh-input run of the candidate, checked against the reference (float64 where it fits, see
+    `plan_trial`). Its inputs, outputs and reference are this function's locals only: all are freed when it
+    returns."""
     where = f"{_fmt_shape(shape)}, {_dtype_name(dtype)}" + ("" if mode == "normal" else f", {mode} inputs") + (
         ", non-contiguous" if noncontig else "")
+    plan = plan_trial(ctx, shape, dtype)
+    if plan.wide:
+        expected_dtype(ctx, dtype)  # its small run (a whole problem's full draw) before this trial's tensors exist
     args = make_args(ctx, shape, dtype, mode)
     if noncontig:
         args = tuple(noncontiguous_like(a) if i in ctx.spec.data_args and isinstance(a, torch.Tensor) and a.dim() >= 1
                      else a for i, a in enumerate(args))
-    before = _snapshot(args)
-    ref = ctx.spec.reference(*_upcast(args))
+    before = _snapshot(args, plan.snapshot_on_device)
+    ref = _reference(ctx, args, dtype, plan)
     _poison_allocator(ref, expected_dtype(ctx, dtype), ctx.device)
     out = call_watched(ctx, args)
     for i, (a, b) in enumerate(zip(args, before)):
-        if b is not None and not torch.equal(a, b):
+        if b is not None and not _unchanged(a, b):
             raise TrialFailure(f"{where}: {ctx.spec.entry} modified its input argument {i}")
+    del before
     compare(ctx, out, ref, dtype, mode, where)
 
 
@@ -544,7 +694,7 @@ def _stage(name: str, body: Callable[[], str], entry: str = "kernel_fn") -> Stag
     try:
         detail = body()
         return StageOutcome(name, PASS, detail, guards.perf_counter() - t0)
-    except TrialFailure as e:
+    except (TrialFailure, fit.DoesNotFit) as e:  # a no-fit detail is the verdict itself, with the footprint
         return StageOutcome(name, FAIL, str(e), guards.perf_counter() - t0)
     except DeviceFault:
         raise
@@ -616,20 +766,24 @@ def reuse_trial(ctx: CheckContext, shape: dict, dtype: torch.dtype) -> None:
     the new values (a cache keyed on the tensor, its address or its version fails), and the first
     answer must be left as it was (a kernel that returns one shared output buffer fails)."""
     where = f"{_fmt_shape(shape)}, {_dtype_name(dtype)}"
+    plan = plan_trial(ctx, shape, dtype)
+    if plan.wide:
+        expected_dtype(ctx, dtype)
     args = make_args(ctx, shape, dtype, "normal")
-    ref1 = ctx.spec.reference(*_upcast(args))
+    ref1 = _reference(ctx, args, dtype, plan)
     out1 = call_watched(ctx, args)
     compare(ctx, out1, ref1, dtype, "normal", where)
-    kept = [o.detach().clone() for o in as_list(out1)]
+    del ref1
+    kept = _snapshot(tuple(as_list(out1)), plan.wide)  # on the host unless there is room to spare
     _refill(args, make_args(ctx, shape, dtype, "normal"))
-    ref2 = ctx.spec.reference(*_upcast(args))
+    ref2 = _reference(ctx, args, dtype, plan)
     out2 = call_watched(ctx, args)
     try:
         compare(ctx, out2, ref2, dtype, "normal", where)
     except TrialFailure as e:
         raise TrialFailure(f"called again on the same tensors holding new values, it answered for the old ones "
                            f"(a result cache): {e}") from None
-    if any(o.shape != k.shape or not torch.equal(o.detach(), k) for o, k in zip(as_list(out1), kept)):
+    if any(not isinstance(o, torch.Tensor) or not _unchanged(o, k) for o, k in zip(as_list(out1), kept)):
         raise TrialFailure(f"{where}: the next call overwrote the output of the previous one "
                            f"({ctx.spec.entry} returns a shared buffer, not a fresh output)")
 
@@ -681,22 +835,21 @@ def stage_determinism(ctx: CheckContext) -> str:
     shapes, _ = _sweep_shapes(ctx)
     shape = max(shapes, key=ctx.spec.elements) if shapes else ctx.spec.smoke_shape
     for dtype in _dtypes(ctx):
+        plan = plan_trial(ctx, shape, dtype)  # the runs' inputs and outputs must fit, as a trial's do
         args = make_args(ctx, shape, dtype, "normal")
-        outs = []
-        for _ in range(3):
-            out = call_watched(ctx, args)
-            outs.append([o.detach().clone() for o in _output_tensors(ctx, out)])
-            del out
-        for i in (1, 2):
-            if len(outs[i]) != len(outs[0]):
-                raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} returned {len(outs[i])} "
-                                   f"outputs, run 1 {len(outs[0])}, on the same input")
-            for k, (a, b) in enumerate(zip(outs[0], outs[i])):
+        first = _snapshot(tuple(_output_tensors(ctx, call_watched(ctx, args))), plan.snapshot_on_device)
+        for i in (1, 2):  # each later run is compared with the first as it comes, and let go
+            out = _output_tensors(ctx, call_watched(ctx, args))
+            if len(out) != len(first):
+                raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}: run {i + 1} returned {len(out)} "
+                                   f"outputs, run 1 {len(first)}, on the same input")
+            for k, (b, a) in enumerate(zip(out, first)):
+                b = b.detach().to(a.device)
                 same = a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8) if a.numel() else a,
                                                           b.reshape(-1).view(torch.uint8) if b.numel() else b)
                 if not same:
                     diff = (a.double() - b.double()).abs() if a.shape == b.shape else torch.tensor(math.inf)
-                    which = f", output {k}" if len(outs[0]) > 1 else ""
+                    which = f", output {k}" if len(first) > 1 else ""
                     raise TrialFailure(f"{_fmt_shape(shape)}, {_dtype_name(dtype)}{which}: run {i + 1} differs from run 1 "
                                        f"(max difference {float(diff.nan_to_num(nan=math.inf).max()):.3g}) on the same input")
     return f"3 runs bitwise identical at {_fmt_shape(shape)} x {_dtypes_text(ctx)}"
@@ -738,7 +891,27 @@ def run_stages(ctx: CheckContext, on_start: Callable[[str], None] = lambda s: No
             outcome = StageOutcome(name, SKIPPED, "an earlier stage failed")
         else:
             on_start(name)
-            outcome = _stage(name, lambda: STAGE_FUNCS[name](ctx), ctx.spec.entry)
+            outcome = _stage(name, lambda: _noted(ctx, STAGE_FUNCS[name]), ctx.spec.entry)
             failed = outcome.status != PASS
+            _release_between_stages(ctx.device)
         on_end(outcome)
         yield outcome
+
+
+def _noted(ctx: CheckContext, stage: Callable[[CheckContext], str]) -> str:
+    """The stage's detail, or its failure, and how its trials were judged when memory decided that."""
+    ctx.own_dtype_refs = set()
+    try:
+        return stage(ctx) + memory_note(ctx)
+    except TrialFailure as e:
+        raise TrialFailure(f"{e}{memory_note(ctx)}") from None
+
+
+RELEASE_ABOVE = 1 << 30  # unused bytes in the caching allocator worth handing back between stages
+
+
+def _release_between_stages(device: str) -> None:
+    """Hand the caching allocator's unused blocks back when there are many (a large problem's trials leave
+    gigabytes cached in block sizes the next stage may not reuse)."""
+    if device == "cuda" and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > RELEASE_ABOVE:
+        torch.cuda.empty_cache()

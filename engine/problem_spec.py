@@ -7,8 +7,14 @@ the search, the worker, the five stages and the timer run it unchanged:
 - Engine side, `problem_brief(path)`: what the prompt and the search need (the problem's source, what
   to write). It never imports the problem.
 - Worker side, `problem_spec(path, device, size)`: a `KernelSpec` whose reference is the problem's
-  `Model` (float64 copy to judge, the Model as written to time against), whose inputs are fresh
-  `get_inputs()` draws, and whose candidate entry is the class `ModelNew`, built per check.
+  `Model` (run with float64 copies of its weights when the harness upcasts the inputs to judge, the Model
+  as written to time against), whose inputs are fresh `get_inputs()` draws, and whose candidate entry is
+  the class `ModelNew`, built per check.
+
+Memory: the float64 weights exist only for the length of one reference call, the reference carries the
+problem's `Footprint` (engine/fit.py) for the harness to plan each trial by, a problem whose own tensors
+exceed the device's free memory raises `DoesNotFit` (the verdict, with that footprint) before anything
+is allocated for it, and a worker keeps only the problem it was last asked about.
 
 Parameters: `Model` and `ModelNew` are each constructed right after `torch.manual_seed(SEED)`, as
 KernelBench's own evaluation does; no state_dict is copied across. A ModelNew that creates the same
@@ -25,7 +31,6 @@ as many in the same order, and every check compares them one by one (`engine/out
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,20 +98,71 @@ def _no_grad(model: Any) -> Callable[..., Any]:
     return forward
 
 
-_SPECS: dict[tuple, Any] = {}  # per worker: the reference Model (and its compiled form) is built once
+_SPECS: dict[tuple, Any] = {}  # per worker: the reference Model (and its compiled form) of the last problem
 
 
 def problem_spec(path: str | Path, device: str, size: str | None = None) -> Any:
-    """The KernelSpec of a problem file (worker side: imports the problem and builds its Model)."""
+    """The KernelSpec of a problem file (worker side: imports the problem and builds its Model). Built once
+    per worker and problem; asking for another problem lets the previous one's Model go first."""
+    from .fit import release
     from .model_loading import SIZE_ENV, default_size
 
     path = Path(path).resolve()
     size = size or default_size(device)
     key = (str(path), path.stat().st_mtime_ns, device, size)
     if key not in _SPECS:
+        if _SPECS:
+            _SPECS.clear()
+            release(device)
         os.environ[SIZE_ENV] = size  # the size the session profiled
         _SPECS[key] = _build_spec(path, device)
     return _SPECS[key]
+
+
+def _is_oom(e: BaseException) -> bool:
+    import torch
+
+    from .fit import DoesNotFit
+
+    return isinstance(e, (torch.OutOfMemoryError, MemoryError)) and not isinstance(e, DoesNotFit)
+
+
+def _meta_sizes(module: Any, init: list, sample: list) -> tuple[int, int] | None:
+    """(parameter bytes, output bytes) of the Model on the meta device (nothing allocated), or None when its
+    construction or forward does not run there."""
+    import torch
+
+    from .fit import tensor_bytes
+    from .outputs import as_list
+
+    try:
+        with torch.device("meta"), torch.no_grad():
+            model = module.Model(*init)
+            args = [torch.empty_like(a, device="meta") if isinstance(a, torch.Tensor) else a for a in sample]
+            out = model(*args)
+        return tensor_bytes(list(model.parameters()) + list(model.buffers())), tensor_bytes(as_list(out))
+    except Exception:
+        return None
+
+
+def _floating_elements(tensors: Any) -> int:
+    import torch
+
+    return sum(t.numel() for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
+def _wide_forward(model: Any) -> Callable[..., Any]:
+    """The Model with float64 copies of its floating weights, made for this one call only (a deepcopy kept
+    for the worker's life would hold twice the weights on the device the whole time)."""
+    import torch
+
+    def forward(*args: Any) -> Any:
+        state = {k: v.double() if v.is_floating_point() else v
+                 for k, v in [*model.named_parameters(), *model.named_buffers()]}
+        with torch.no_grad():
+            return torch.func.functional_call(model, state, tuple(args))
+
+    return forward
 
 
 def _build_spec(path: Path, device: str) -> Any:
@@ -114,6 +170,7 @@ def _build_spec(path: Path, device: str) -> Any:
 
     from autokernel.kernels.spec import KernelSpec
 
+    from .fit import DoesNotFit, Footprint, free_bytes, release, tensor_bytes
     from .harness import ALLOWED_OPS, _OpRecorder
     from .model_loading import _import_file, _move
     from .model_new import ATOL, RTOL, SEED
@@ -121,25 +178,47 @@ def _build_spec(path: Path, device: str) -> Any:
 
     module = _import_file(path)
     init = list(getattr(module, "get_init_inputs", lambda: [])())
-    model = build_seeded(module.Model, init, device)
-    wide = copy.deepcopy(model).double()  # the judge: the same weights in float64
 
     def draw(seed: int) -> list:
         torch.manual_seed(seed)
         return _move(list(module.get_inputs()), device, None)
 
-    sample = draw(SEED)
+    torch.manual_seed(SEED)
+    host = list(module.get_inputs())  # as the problem makes them, before any of it goes to the device
+    in_bytes = tensor_bytes(host)
+    meta = _meta_sizes(module, init, host)
+    if meta is not None:  # the verdict before anything is allocated for the problem
+        need = Footprint(in_bytes, meta[1], meta[0])
+        if need.total > free_bytes(device):
+            release(device)
+            if need.total > free_bytes(device):
+                raise DoesNotFit(need.total, device, "its inputs, the Model's and ModelNew's outputs"
+                                 + (", its weights" if need.params else ""))
+    try:
+        model = build_seeded(module.Model, init, device)
+        sample = _move(host, device, None)
+        del host
+        with torch.no_grad(), _OpRecorder() as rec:
+            out = model(*sample)
+    except Exception as e:
+        if not _is_oom(e):
+            raise
+        params, outs = meta or (0, 0)
+        raise DoesNotFit(Footprint(in_bytes, outs, params).total, device,
+                         "the Model's own forward ran out of memory") from None
     floating = tuple(i for i, a in enumerate(sample) if isinstance(a, torch.Tensor) and a.is_floating_point())
     dtype = sample[floating[0]].dtype if floating else torch.float32
-    with torch.no_grad(), _OpRecorder() as rec:
-        out = model(*sample)
     outs = as_list(out)
     if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         what = ", ".join(type(o).__name__ for o in outs) if several(out) else type(out).__name__
         raise ValueError(f"{path.name}: Model.forward returns {what}; a whole-problem target needs a tensor "
                          "or a tuple of tensors")
-    nbytes = sum(a.numel() * a.element_size() for a in sample if isinstance(a, torch.Tensor))
-    nbytes += sum(o.numel() * o.element_size() for o in outs)
+    weights = [*model.parameters(), *model.buffers()]
+    footprint = Footprint(inputs=tensor_bytes(sample), outputs=tensor_bytes(outs), params=tensor_bytes(weights),
+                          wide=8 * (_floating_elements(sample) + _floating_elements(outs) + _floating_elements(weights)))
+    nbytes = footprint.inputs + footprint.outputs
+    del sample, out, outs, weights
+    wide = _wide_forward(model)
 
     def make_inputs(shape: dict, _dtype: Any, dev: Any, gen: torch.Generator, mode: str = "normal") -> tuple:
         """A fresh get_inputs() draw (the problem's own dtypes); floating inputs scaled in `mode`."""
@@ -150,10 +229,12 @@ def _build_spec(path: Path, device: str) -> Any:
                      else (a.to(dev) if isinstance(a, torch.Tensor) else a) for i, a in enumerate(args))
 
     def reference(*args: Any) -> Any:
-        """Model on the inputs' device; the float64 copy when the harness upcast them to judge."""
+        """Model on the inputs' device; with float64 weights when the harness upcast the inputs to judge."""
         upcast = dtype != torch.float64 and any(isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args)
         moved = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
-        return _no_grad(wide if upcast else model)(*moved)
+        return wide(*moved) if upcast else _no_grad(model)(*moved)
+
+    reference.footprint = footprint  # read by the harness to plan each trial's memory (engine/harness.py)
 
     def bind(cls: Any) -> Callable[..., Any]:
         if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):

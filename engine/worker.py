@@ -360,9 +360,7 @@ def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
 
 
 def _serve(conn: _Duplex, device: str) -> None:
-    from dataclasses import asdict
-
-    from . import guards, harness, l2, precompile, timing  # guards first of all: its clocks are the clean ones
+    from . import guards, harness, l2  # noqa: F401  (guards first of all: its clocks are the clean ones)
 
     harness.launch_tracker()
     if device == "cuda":  # the driver library loaded, and no L2 set aside, before any candidate
@@ -384,67 +382,93 @@ def _serve(conn: _Duplex, device: str) -> None:
             return
         if kind == "exit":
             return
-        try:
-            try:
-                spec = _spec_for(req, device)
-            except Exception as e:  # the problem itself does not load or returns no tensor (or tuple of tensors)
-                why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
-                conn.send(("load_error", why))
-                conn.send(("result", why))
-                traceback.print_exc()
-                continue
-            threads_before = guards.thread_snapshot()
-            with guards.untouched() as watch:
-                try:
-                    fn = harness.bind_candidate(spec, harness.load_candidate(req["path"], req["module"], spec.entry))
-                    _refuse_at_import(guards, threads_before)
-                except harness.CandidateError as e:
-                    conn.send(("load_error", str(e)))
-                    if guards.replaced() or guards.threads_left(threads_before):
-                        conn.send(("result", str(e), "exiting"))  # what it left behind stays in this process
-                        return
-                    conn.send(("result", str(e)))
-                    continue
-                if kind == "check":
-                    ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
-                                               dtypes=_screen_dtypes(spec, req.get("dtypes")))
-                    unrun, total = harness.unrun_shapes(ctx)
-                    conn.send(("coverage", {"skipped_shapes": unrun, "shapes_total": total}))
-                    if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
-                        precompile.warm(ctx, sys.modules.get(req["module"]))
-                    for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
-                                                on_end=lambda o: conn.send(("stage_end", asdict(o)))):
-                        pass
-                elif kind == "bench":
-                    for shape in req["shapes"]:
-                        rec = timing.bench(spec, fn, shape, req["dtype"], device, backend=req["backend"],
-                                           with_compile=req.get("with_compile"))
-                        conn.send(("record", asdict(rec)))
-            changed = watch.changed()
-            if changed:
-                # The candidate replaced torch functions: its verdict, and every later reference in
-                # this process, would be suspect. Reject it and end this worker.
-                conn.send(("result", f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
-                           "exiting"))
-                return
-            # A later candidate must not share the process with threads left running, nor inherit what a hog
-            # allocated (it stays with its module): a fresh worker for the next.
-            if guards.threads_left(threads_before) or _grown(baseline_rss):
-                conn.send(("result", "", "exiting"))
-                return
-            conn.send(("result", ""))
-        except harness.DeviceFault as e:
-            conn.send(("fault", f"device fault: {e}"))
+        carry_on = _handle(conn, device, kind, req, baseline_rss)
+        _let_go(device)  # the request's candidate, its inputs and outputs are unreferenced now: hand them back
+        if not carry_on:
             return
-        except Exception as e:
-            if harness.is_device_fault(e):
-                conn.send(("fault", f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
-                return
-            retire = isinstance(e, MemoryError) or _grown(baseline_rss)
-            conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}", *(("exiting",) if retire else ())))
+
+
+def _handle(conn: _Duplex, device: str, kind: str, req: dict, baseline_rss: int) -> bool:
+    """One request, answered; False when this worker must exit after it. Everything it built (the bound
+    candidate, the check's context) is local here, so none of it outlives the request."""
+    from dataclasses import asdict
+
+    from . import guards, harness, precompile, timing
+
+    try:
+        try:
+            spec = _spec_for(req, device)
+        except Exception as e:  # the problem itself does not load or returns no tensor (or tuple of tensors)
+            why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
+            conn.send(("load_error", why))
+            conn.send(("result", why))
             traceback.print_exc()
-            if retire:
-                return
+            return True
+        threads_before = guards.thread_snapshot()
+        with guards.untouched() as watch:
+            try:
+                fn = harness.bind_candidate(spec, harness.load_candidate(req["path"], req["module"], spec.entry))
+                _refuse_at_import(guards, threads_before)
+            except harness.CandidateError as e:
+                conn.send(("load_error", str(e)))
+                if guards.replaced() or guards.threads_left(threads_before):
+                    conn.send(("result", str(e), "exiting"))  # what it left behind stays in this process
+                    return False
+                conn.send(("result", str(e)))
+                return True
+            if kind == "check":
+                ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
+                                           dtypes=_screen_dtypes(spec, req.get("dtypes")))
+                unrun, total = harness.unrun_shapes(ctx)
+                conn.send(("coverage", {"skipped_shapes": unrun, "shapes_total": total}))
+                if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
+                    precompile.warm(ctx, sys.modules.get(req["module"]))
+                for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
+                                            on_end=lambda o: conn.send(("stage_end", asdict(o)))):
+                    pass
+            elif kind == "bench":
+                for shape in req["shapes"]:
+                    rec = timing.bench(spec, fn, shape, req["dtype"], device, backend=req["backend"],
+                                       with_compile=req.get("with_compile"))
+                    conn.send(("record", asdict(rec)))
+        changed = watch.changed()
+        if changed:
+            # The candidate replaced torch functions: its verdict, and every later reference in
+            # this process, would be suspect. Reject it and end this worker.
+            conn.send(("result", f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
+                       "exiting"))
+            return False
+        # A later candidate must not share the process with threads left running, nor inherit what a hog
+        # allocated (it stays with its module): a fresh worker for the next.
+        if guards.threads_left(threads_before) or _grown(baseline_rss):
+            conn.send(("result", "", "exiting"))
+            return False
+        conn.send(("result", ""))
+        return True
+    except harness.DeviceFault as e:
+        conn.send(("fault", f"device fault: {e}"))
+        return False
+    except Exception as e:
+        if harness.is_device_fault(e):
+            conn.send(("fault", f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
+            return False
+        retire = isinstance(e, MemoryError) or _grown(baseline_rss)
+        conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}", *(("exiting",) if retire else ())))
+        traceback.print_exc()
+        return not retire
+
+
+def _let_go(device: str) -> None:
+    """Between requests: drop the compiled baselines of problems this worker no longer holds (they keep
+    those problems' Models alive), then collect and hand back the caching allocator's unused blocks."""
+    from . import fit, timing
+    from .problem_spec import _SPECS, PROBLEM_TARGET
+
+    current = {spec.eager for spec in _SPECS.values()}
+    for key in [k for k in timing._COMPILED if k[0] == PROBLEM_TARGET and k[1] not in current]:
+        timing._COMPILED.pop(key, None)
+        timing._COMPILE_ERRORS.pop(key, None)
+    fit.release(device)
 
 
 def _resident_bytes() -> int:
