@@ -203,3 +203,55 @@ def test_a_kernel_type_added_as_one_folder_is_profiled_searched_and_patched(tmp_
     assert negate and negate[0]["calls"] >= 1 and not negate[0]["mismatches"], done[-1]
     # nothing of the library was written
     assert _library_files() == before
+
+
+def test_an_added_type_is_listed_after_the_library_and_its_route_ships_standalone(tmp_path, monkeypatch):
+    """In process: discovery lists the toy type after the library's types (their order unchanged), the
+    profiler's attribution and the patch use its hooks, and `patch_source` carries its route into a copy of
+    the patcher that runs where autokernel cannot be imported; unnamed again, the type is gone."""
+    import torch
+
+    from autokernel import kernels
+    from autokernel.engine.attribution import kind_of_op
+    from autokernel.engine.kernel_patch import routed_calls
+
+    library = kernels.available()
+    kinds = tmp_path / "kinds"
+    _write_type(kinds)
+    monkeypatch.setenv("AUTOKERNEL_KERNEL_DIRS", str(kinds))
+    try:
+        assert kernels.available() == [*library, "negate"] and kernels.get_spec("negate").name == "negate"
+        assert kind_of_op("aten::neg") == "negate"
+        model = type("M", (torch.nn.Module,), {"forward": lambda self, x: torch.neg(x) + x.neg()})()
+        assert routed_calls(model, [torch.randn(4, 8)])["negate"] == 2
+
+        source = kernels.patch_source(["negate"])
+        script = textwrap.dedent(f'''
+            import builtins, sys, torch
+            real = builtins.__import__
+            def guarded(name, *a, **k):
+                if name.startswith("autokernel"):
+                    raise ImportError("autokernel is off limits")
+                return real(name, *a, **k)
+            builtins.__import__ = guarded
+            sys.path.insert(0, {str(tmp_path)!r})
+            import bundled
+            stats = bundled.patch(torch.nn.Module(), {{}})  # registers the operators
+            mode = bundled.KernelMode({{"negate": bundled.KernelEntry("negate", lambda x: x * -1)}}, stats)
+            with mode:
+                y = torch.neg(torch.ones(3, 5))
+            assert torch.equal(y, -torch.ones(3, 5)) and stats.calls["negate"] == 1, stats
+            assert list(bundled.routes()) == ["negate"]
+            print("ok")
+        ''')
+        (tmp_path / "bundled.py").write_text(source)
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "AUTOKERNEL_KERNEL_DIRS"})
+        assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+    finally:
+        monkeypatch.delenv("AUTOKERNEL_KERNEL_DIRS")
+        for name in [m for m in sys.modules if m.startswith("autokernel.kernels.negate")]:
+            del sys.modules[name]
+    assert kernels.available() == library
+    with pytest.raises(ValueError, match="unknown kernel 'negate'"):
+        kernels.get_spec("negate")
