@@ -334,7 +334,7 @@ def rowwise_page(probes: list[tuple[str, dict]], versions: str) -> str:
             latest[(row["kernel"], _shape(row["shape"]))] = (run, row)
     rounds = sorted({probe["rounds"] for _, probe in probes})
     out = ["# Forms of the row-wise kernels, timed side by side on the H100", "", "```", versions.strip(), "```", "",
-           "`python scripts/rowwise_probe.py` (`scripts/gpu_suite.sh rowwise`), bf16: each form timed as the harness "
+           "`python scripts/rowwise_probe.py` (`scripts/gpu_suite.sh rowwise`; both as of commit f73dfd6, removed since: the probe carried its own copies of the kernels), bf16: each form timed as the harness "
            f"times a candidate (fresh data and an L2 flush before every call, CUDA events, median), "
            f"{'/'.join(map(str, rounds))} interleaved rounds, the median of the rounds shown; spread: (slowest round - "
            "fastest) / median. % ceiling: of the run's copy ceiling (a 2 GiB device copy, ~3.0 TB/s). Every form's "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe rowwise mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu multigpu_ray          # a box with several GPUs (issue 22)
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
@@ -118,13 +118,6 @@ step_probe() {
   # Where the patched Llama forward loses time: host vs device, kernel by kernel (scripts/forward_probe.py).
   "$PY" scripts/forward_probe.py "$RESULTS" > "$RESULTS/forward_probe.txt" 2> "$RESULTS/forward_probe.log"
   echo "probe rc=$?"; cat "$RESULTS/forward_probe.txt"
-}
-
-step_rowwise() {
-  # Forms of the row-wise kernels (cross_entropy, rmsnorm, softmax, layernorm, rotary) beside a copy of the same
-  # bytes and torch.compile (scripts/rowwise_probe.py; PROBE_KERNELS="..." for a few).
-  "$PY" scripts/rowwise_probe.py "$RESULTS/rowwise_probe.json" > "$RESULTS/rowwise_probe.txt" 2> "$RESULTS/rowwise_probe.log"
-  echo "rowwise rc=$?"; cat "$RESULTS/rowwise_probe.txt"
 }
 
 step_mma() {

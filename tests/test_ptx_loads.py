@@ -40,12 +40,13 @@ def test_playbook_cross_entropy_with_the_aligned_window_reads_an_odd_vocabulary_
     spec = importlib.util.spec_from_file_location("_ce_window_candidate_ptx", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    signature = {"x_ptr": "*bf16", "t_ptr": "*i64", "partial_ptr": "*fp32", "count_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32",
-                 "stride_x": "i32", "BLOCK_V": "constexpr", "ROWS": "constexpr", "NUM_TILES": "constexpr",
-                 "USE_TMA": "constexpr", "VEC": "constexpr"}
+    signature = {"x_ptr": "*bf16", "t_ptr": "*i64", "partial_ptr": "*fp32", "count_ptr": "*fp32", "ticket_ptr": "*i64",
+                 "out_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32", "stride_x": "i32", "first": "i32",
+                 "n_partials": "i32", "BLOCK_V": "constexpr", "ROWS": "constexpr", "NUM_TILES": "constexpr",
+                 "USE_TMA": "constexpr", "VEC": "constexpr", "MEAN_BLOCK": "constexpr"}
     streaming = lambda loads: {ld for ld in loads if "evict_first" in ld}  # noqa: E731 (the logits' loads)
     for block_v, num_tiles in ((8192, 1), (16384, 4)):  # the whole row in one tile (4097), and a loop (50257)
-        consts = {"BLOCK_V": block_v, "ROWS": 2, "NUM_TILES": num_tiles, "USE_TMA": False}
+        consts = {"BLOCK_V": block_v, "ROWS": 2, "NUM_TILES": num_tiles, "USE_TMA": False, "MEAN_BLOCK": 128}
         window = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 8}, (0, 1, 2, 3), 16)
         plain = _global_loads(module._cross_entropy_rows, signature, {**consts, "VEC": 1}, (0, 1, 2, 3), 16)
         assert streaming(window) and all(ld.endswith(".v4.b32") for ld in streaming(window)), (block_v, window)
