@@ -423,6 +423,21 @@ def _reference(ctx: CheckContext, args: tuple, dtype: torch.dtype, plan: TrialPl
     return ref
 
 
+def judge_output(spec: KernelSpec, out: Any, args: tuple, dtype: torch.dtype, device: str) -> str:
+    """Check an output made outside the stages (the timer's last call) against the reference for `args`,
+    under a trial's memory rule: float64 only where its copies fit twice over in what is free, else the
+    inputs' own dtype; compared a chunk at a time. Raises TrialFailure; returns how it was judged."""
+    ctx = CheckContext(spec, None, device)
+    outs = [o for o in as_list(out) if isinstance(o, torch.Tensor)]
+    floating = sum(t.numel() for t in [*args, *outs] if isinstance(t, torch.Tensor) and t.is_floating_point())
+    given = getattr(spec.reference, "footprint", None)
+    wide_bytes = max(8 * floating, given.wide if given is not None else 0)
+    wide = fit.tensor_bytes(outs) + WIDE_MARGIN * wide_bytes <= fit.free_bytes(device)
+    ref = _reference(ctx, args, dtype, TrialPlan(wide=wide, snapshot_on_device=False))
+    compare(ctx, out, ref, dtype, "normal", "the timed call")
+    return memory_note(ctx).removeprefix("; ")
+
+
 def _tolerance(ctx: CheckContext, dtype: torch.dtype) -> tuple[float, float]:
     atol, rtol = ctx.spec.tolerance(dtype)
     if dtype in ctx.own_dtype_refs and ctx.spec.bind is None:  # a kernel type; a whole problem keeps KernelBench's

@@ -180,3 +180,23 @@ def test_nothing_of_a_judged_trial_or_an_earlier_problem_stays_alive(tmp_path):
     assert report["good"][0] == "pass" and report["wrong"][0] == "fail", report
     assert report["good"][2] > 0 and report["good"][1] == 0 and report["wrong"][1] == 0, report  # inputs, outputs
     assert report["first_problem_alive"] is False, report  # the worker keeps only the problem it was asked about
+
+
+def test_an_output_checked_outside_the_stages_keeps_to_the_budget_too(monkeypatch):
+    """What the timer's last call is checked by (`harness.judge_output`): on a budget too small for float64
+    copies it judges in the inputs' own dtype, says so, and still refuses a wrong output."""
+    spec = get_spec("softmax")
+    x = torch.randn(8, 1024)
+    right = torch.softmax(x, dim=-1)
+    monkeypatch.setenv(BUDGET_ENV, str(3 * x.numel() * 4))
+    assert harness.judge_output(spec, right, (x,), torch.float32, "cpu").startswith(
+        "judged against the reference in the inputs' own dtype, fp32")
+    wrong = right.clone()
+    wrong[5, 7] += 1e-3
+    try:
+        harness.judge_output(spec, wrong, (x,), torch.float32, "cpu")
+        raise AssertionError("a wrong output passed")
+    except harness.TrialFailure as e:
+        assert "the timed call: max abs error" in str(e) and "[5, 7]" in str(e), str(e)
+    monkeypatch.delenv(BUDGET_ENV)
+    assert harness.judge_output(spec, right, (x,), torch.float32, "cpu") == ""  # room: float64, nothing to say
