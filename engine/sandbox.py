@@ -61,7 +61,8 @@ REFUSED = ("refused by the worker's sandbox: a candidate gets no network, no new
            "no writes outside its scratch folder and no reads of the user's files")
 # Set by child_env for the child: files and folders it may also read or write (os.pathsep-separated), and the
 # homes its own HOME (a scratch folder) no longer names.
-READABLE_VAR, WRITABLE_VAR, HOMES_VAR = "AUTOKERNEL_SANDBOX_READABLE", "AUTOKERNEL_SANDBOX_WRITABLE", "AUTOKERNEL_SANDBOX_HOMES"
+READABLE_VAR, WRITABLE_VAR = "AUTOKERNEL_SANDBOX_READABLE", "AUTOKERNEL_SANDBOX_WRITABLE"
+HOMES_VAR = "AUTOKERNEL_SANDBOX_HOMES"
 _declared: list[str] = []  # the engine's side: what allow_read() named
 
 
@@ -169,7 +170,8 @@ def make_scratch() -> Path:
 
 def confine(scratch: Path, device: str) -> list[Protection]:
     """The layers applied before anything is imported (the worker has one thread): the environment check,
-    the network and the writable paths. Each one the machine lacks is reported off, never an error."""
+    the network, the writable paths and the readable ones. Each one the machine lacks is reported off, never an
+    error."""
     env = Protection("environment", "scrub", True, "no credential variables; HOME and TMPDIR at its own scratch folder")
     leaked = sorted(k for k in os.environ if SECRET.search(k))
     if leaked:
@@ -371,7 +373,8 @@ def _landlock(scratch: Path, device: str = "cpu") -> Protection:
 _EXECUTE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 2, 1 << 3
 # The file-system hierarchy's system folders (those this machine has): the interpreter, the C and CUDA libraries,
 # the compilers and their headers, the loader's cache, the kernel's views. Its own places are derived below.
-SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys", "/dev")
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc", "/sys",
+                  "/dev")
 # The variables (kept by child_env) whose values are where the device's libraries, tools and caches are.
 PATH_LISTS = ("PATH", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "PYTHONPATH")
 PATH_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "TORCH", "PYTORCH_", "CUDNN", "CUBLAS", "NVCC_")
@@ -503,7 +506,8 @@ def _landlock_reads(scratch: Path, device: str = "cpu") -> Protection:
     kept_out = ", ".join(str(h) for h in homes()) or "no home"
     return Protection("reads", "landlock", True,
                       f"ABI {abi}: reads and runs only the system folders, Python's, its libraries', the caches, "
-                      f"the temporary folder and what the engine hands it ({len(rules)} places); of {kept_out} only those")
+                      f"the temporary folder and what the engine hands it ({len(rules)} places); of {kept_out} "
+                      "only those")
 
 
 # -- capabilities ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..devices import resolve_device
-    from ..sandbox import probe, summary
+    from ..sandbox import READABLE_VAR, probe, summary
 
     device = resolve_device(args.device)
     found = probe(device)
@@ -34,4 +34,7 @@ def run(args: argparse.Namespace) -> int:
     for p in found:
         print(p.line())
     print(summary(found))
+    if any(p.rule == "reads" and p.active for p in found):
+        print(f"of your home a worker reads only the caches and the folders of the files named on the command "
+              f"line; {READABLE_VAR}=PATH[:PATH] adds others")
     return 0
