@@ -1,8 +1,9 @@
 """`autokernel export`: a session's kept kernels as a plain Python package, importable without this tool.
 
-The package holds one module per kernel (the candidate's source, verbatim), `_patch.py` (a verbatim
-copy of `kernel_patch.py`, which imports only torch), an `__init__.py` with `patch(model)` and
-`KERNELS`, and `RESULTS.md` with what was measured. Only torch and triton are needed to use it.
+The package holds one module per kernel (the candidate's source, verbatim), `_patch.py` (`kernel_patch.py`
+with the kept kinds' routes appended, `autokernel.kernels.patch_source`: it imports only torch), an
+`__init__.py` with `patch(model)`, `KERNELS` and `APPLIED`, and `RESULTS.md` with what was measured.
+Only torch and triton are needed to use it.
 `_patch.py` registers the kernels as custom operators named after the package, so a patched model
 compiles whole and two exported packages load into one process.
 """
@@ -203,7 +204,7 @@ def vendor_cuda_build(package: Path) -> None:
 
 
 def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> None:
-    from autokernel.kernels import get_spec
+    from autokernel.kernels import get_spec, patch_source
     from autokernel.kernels.spec import DTYPE_NAMES
 
     from . import kernel_patch
@@ -227,7 +228,7 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
         if (c.is_starter or CUDA_BUILD_IMPORT in c.source) and starter is not None:  # .cu files it builds
             for extra in Path(starter).parent.glob("*.cu*"):
                 shutil.copy(extra, tmp / extra.name)
-    (tmp / "_patch.py").write_text(Path(kernel_patch.__file__).read_text())
+    (tmp / "_patch.py").write_text(patch_source([t.name for t, _ in chosen]))  # every kept kind: kinds=KERNELS works
     if any("kernel_fn.subgraph = " in c.source for _, c in chosen):  # subgraph kernels: _patch.py imports it
         (tmp / "subgraph_patch.py").write_text((Path(kernel_patch.__file__).parent / "subgraph_patch.py").read_text())
     integ = state.integration
