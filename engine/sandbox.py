@@ -207,7 +207,11 @@ def confine_process(device: str) -> list[Protection]:
     engine having started it with `child_env(readable=[...], writable=[...])`: a scratch folder of its own, every
     layer of the worker's, and processes as on a CUDA worker, this Python included: torch.compile's Inductor runs
     the C++ compiler on the CPU too, and probes what it built in a Python child. Those children hold the same
-    layers. The scratch folder goes when the process exits."""
+    layers. The scratch folder goes when the process exits. It must run while the process has one thread: the
+    kernel confines the calling thread and its future children, never a thread already running."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads > 1:
+        raise RuntimeError(f"confine_process: the process already runs {threads} threads, which would stay unconfined")
     scratch = make_scratch()
     atexit.register(shutil.rmtree, scratch, True)
     return confine(scratch, device) + forbid_processes(device, compilers=True, programs=COMPILE_PROGRAMS)

@@ -462,6 +462,17 @@ def test_the_integration_child_is_held_like_a_worker(machine, server, home, tmp_
     assert server.connections == before + 1 and homefile.exists() and marker.exists()
 
 
+def test_a_child_with_threads_running_is_not_confined_by_halves():
+    """Landlock and seccomp hold the calling thread and its future children only: a thread started before would
+    stay open, so confine_process refuses to run after one."""
+    code = ("import threading, time; from autokernel.engine import sandbox; "
+            "threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); sandbox.confine_process('cpu')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=sandbox.child_env())
+    assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == (
+        "RuntimeError: confine_process: the process already runs 2 threads, which would stay unconfined"), r.stderr
+
+
 def test_an_honest_integration_runs_confined(machine, home, tmp_path, monkeypatch):
     """The kept kernel, the model and Triton's interpreter under every layer of the confined child (its
     torch.compile forwards, left out here for time, are tests/test_integrate.py's once the child is confined)."""
