@@ -31,8 +31,8 @@ from autokernel.kernels.spec import KernelSpec, dtype_from_name
 
 from .guards import output_refusal, perf_counter, thread_snapshot, threads_left
 from . import l2
-from .harness import launch_tracker
-from .outputs import OutputCountError, as_list, paired
+from .harness import TrialFailure, judge_output, launch_tracker
+from .outputs import as_list
 from .results import BenchRecord
 from .fair_timing import (NAMES, WALL, WALL_LOOKS, Times, WallLook, batch_size, combine, fastest, speedup,
                           timing_line)
@@ -241,21 +241,19 @@ def _achieved(spec: KernelSpec, shape: dict, dtype: torch.dtype, ms: float) -> f
 def check_timed_output(spec: KernelSpec, out: Any, args: tuple, dtype: torch.dtype) -> None:
     """The output of the last timed call must be right for the values its inputs held then (not a
     cached, stale or side-stream shortcut that only the check's calls get right); each of them, for a
-    whole problem that returns several."""
-    if any(isinstance(o, torch.Tensor) and o.is_cuda for o in as_list(out)):
+    whole problem that returns several. Judged under the stages' memory rule (`harness.judge_output`),
+    so a problem at its real size is not upcast whole on the device."""
+    on_cuda = any(isinstance(o, torch.Tensor) and o.is_cuda for o in as_list(out))
+    if on_cuda:
         torch.cuda.synchronize()
-    ref = spec.reference(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
-    atol, rtol = spec.tolerance(dtype)
     wrong = "the output of a timed call is wrong: the kernel does not compute the same thing when timed"
-    try:
-        pairs = paired(out, ref)
-    except OutputCountError as e:
-        raise RuntimeError(f"{wrong} (it {e})") from None
-    for name, o, r in pairs:
+    for o in as_list(out):
         if output_refusal(o):
             raise RuntimeError(f"{wrong}: it {output_refusal(o)}")
-        if not isinstance(o, torch.Tensor) or o.shape != r.shape or not torch.allclose(o.double(), r.double(), atol=atol, rtol=rtol):
-            raise RuntimeError(f"{wrong} ({name})" if name else wrong)
+    try:
+        judge_output(spec, out, args, dtype, "cuda" if on_cuda else "cpu")
+    except TrialFailure as e:
+        raise RuntimeError(f"{wrong} ({e})") from None
 
 
 def lower_look(first: dict[str, float | None], second: dict[str, float | None]) -> tuple[dict, str]:

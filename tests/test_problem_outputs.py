@@ -77,9 +77,9 @@ def test_the_timed_call_is_checked_output_by_output():
     args = spec.make_inputs({"draw": 1}, torch.float32, "cpu", torch.Generator().manual_seed(3), "normal")
     y, total = spec.reference(*args)
     check_timed_output(spec, (y, total), args, torch.float32)
-    with pytest.raises(RuntimeError, match=r"when timed \(output 1\)"):
+    with pytest.raises(RuntimeError, match=r"when timed \(the timed call, output 1: "):
         check_timed_output(spec, (y, total + 1), args, torch.float32)
-    with pytest.raises(RuntimeError, match=r"when timed \(it returned 1 outputs, expected 2\)"):
+    with pytest.raises(RuntimeError, match=r"when timed \(the timed call: ModelNew returned 1 outputs, expected 2\)"):
         check_timed_output(spec, [y], args, torch.float32)
 
 
