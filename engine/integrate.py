@@ -225,7 +225,7 @@ def _site_breakdown(original, patched, inputs: list, device: str, kinds: list[st
         for timer in timers:
             timer.close()
     rows = site_breakdown(*({k: v / turns for k, v in s.items()} for s in sums))
-    rows[-1]["includes"] = [k for k in kinds if k in kernel_patch.FUNCTION_KINDS]  # timed within "rest"
+    rows[-1]["includes"] = [k for k in kinds if k in kernel_patch.function_kinds()]  # timed within "rest"
     return rows
 
 

@@ -73,7 +73,8 @@ def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]
     `__init__`. The kernels run without the patch's first-call check (`verify=False`): a kernel that
     disagrees makes ModelNew wrong rather than quietly falling back to PyTorch, as KernelBench requires.
     """
-    from . import kernel_patch
+    from autokernel.kernels import patch_source
+
     from .standalone import Part, combine
 
     workdir = Path(workdir)
@@ -81,7 +82,7 @@ def write_model_new(workdir: Path, problem_path: str | Path, entries: list[dict]
     whole = [e for e in entries if e["kind"] == PROBLEM_TARGET]
     if whole:
         return _write_whole(workdir, problem, whole[0])
-    patch_part = Part("kernel_patch.py", Path(kernel_patch.__file__).read_text(), prefix="patch_", strip_try=True,
+    patch_part = Part("kernel_patch.py", patch_source([e["kind"] for e in entries]), prefix="patch_", strip_try=True,
                       future=False)  # it has no annotation the future import would change
     kernel_parts = [Part(f"{e['kind']}.py", kernel_source(e), prefix=f"{e['kind']}_", rename=("kernel_fn",))
                     for e in entries]
@@ -147,11 +148,24 @@ def _import_model_new(path: str):
     return module
 
 
+def _error_and_close(o, r, chunk: int = 1 << 24) -> tuple[float, bool]:
+    """The largest finite |o - r| and whether allclose holds, a chunk at a time: float64 copies of a whole
+    multi-GB output would not fit beside it on the device."""
+    import torch
+
+    worst, close = 0.0, True
+    for a, b in zip(o.reshape(-1).split(chunk), r.reshape(-1).split(chunk)):
+        diff = (a.double() - b.double()).abs()
+        diff = diff[torch.isfinite(diff)]  # NaN or Inf where the other has a number: allclose says no
+        if diff.numel():
+            worst = max(worst, float(diff.max()))
+        close = close and bool(torch.allclose(a, b, atol=ATOL, rtol=RTOL))
+    return worst, close
+
+
 def _compare(ref: list, out: list) -> tuple[bool, float, str]:
     """KernelBench's test on one trial's outputs: same count, shapes and dtypes, allclose elementwise,
     output by output (named by position when Model returns several)."""
-    import torch
-
     if len(ref) != len(out) or not ref:
         return False, 0.0, f"ModelNew returned {len(out)} tensors, Model {len(ref)}"
     worst = 0.0
@@ -159,11 +173,9 @@ def _compare(ref: list, out: list) -> tuple[bool, float, str]:
         name = f"output {i}" if len(ref) > 1 else "output"
         if r.shape != o.shape or r.dtype != o.dtype:
             return False, worst, f"{name} {tuple(o.shape)} {o.dtype}, expected {tuple(r.shape)} {r.dtype}"
-        diff = (o.double() - r.double()).abs()
-        diff = diff[torch.isfinite(diff)]  # NaN or Inf where the other has a number: allclose says no
-        err = float(diff.max()) if diff.numel() else 0.0
+        err, close = _error_and_close(o, r)
         worst = max(worst, err)
-        if not torch.allclose(o, r, atol=ATOL, rtol=RTOL):
+        if not close:
             differ = f"{name} differs" if len(ref) > 1 else "outputs differ"
             return False, worst, f"{differ}: max abs error {err:.3g} (atol = rtol = {ATOL})"
     return True, worst, ""
@@ -208,6 +220,7 @@ def _check(request: dict) -> dict:
     with torch.no_grad():
         for trial in range(trials):
             torch.manual_seed(SEED + 1 + trial)
+            inputs = None  # two trials' tensors never coexist: a problem at its real size fills the device
             inputs = _move(list(module.get_inputs()), device, None)
             ref = _tensors(model(*inputs))
             try:
@@ -216,6 +229,7 @@ def _check(request: dict) -> dict:
                 if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
                     raise
                 ok, err, why = False, 0.0, f"ModelNew raised {type(e).__name__}: {e}"
+            del ref
             max_err = max(max_err, err)
             passed += ok
             if not ok:

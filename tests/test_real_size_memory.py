@@ -200,3 +200,19 @@ def test_an_output_checked_outside_the_stages_keeps_to_the_budget_too(monkeypatc
         assert "the timed call: max abs error" in str(e) and "[5, 7]" in str(e), str(e)
     monkeypatch.delenv(BUDGET_ENV)
     assert harness.judge_output(spec, right, (x,), torch.float32, "cpu") == ""  # room: float64, nothing to say
+
+
+def test_the_kernelbench_check_compares_a_chunk_at_a_time_and_misses_nothing():
+    """model_new's comparison (KernelBench's allclose and the largest error) over chunks finds an error in
+    any chunk, a NaN included, as the whole-tensor comparison would."""
+    from autokernel.engine.model_new import _error_and_close
+
+    r = torch.linspace(-1, 1, 1000)
+    assert _error_and_close(r.clone(), r, chunk=64) == (0.0, True)
+    o = r.clone()
+    o[700] += 0.5
+    err, close = _error_and_close(o, r, chunk=64)
+    assert not close and abs(err - 0.5) < 1e-6
+    o = r.clone()
+    o[999] = float("nan")
+    assert _error_and_close(o, r, chunk=64)[1] is False
