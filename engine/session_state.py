@@ -456,7 +456,10 @@ class SessionState:
     def _on_integration(self, e: ev.IntegrationResult) -> None:
         """The searched rows whose kernel was swapped in show the measured model speedup (failed: none)."""
         self.integration = e
-        swapped = {r.get("kind") for r in e.replaced if isinstance(r, dict)} if e.correct and e.speedup_eager else set()
+        # speedup_eager is the patched eager forward's, with the kinds its subset chose ("chosen"; all of them in
+        # a record from before the subset search)
+        swapped = {r.get("kind") for r in e.replaced if isinstance(r, dict) and "patched" in r.get("chosen", ["patched"])} \
+            if e.correct and e.speedup_eager else set()
         rows = {t.row: name for name, t in self.targets.items()}
         for r in self.rows:
             measured = rows.get(r.index) in swapped

@@ -157,6 +157,19 @@ def test_an_integration_shows_its_measured_speedup_in_the_rows_it_swapped_until_
     assert failed.rows[target_row].e2e_now == estimate
 
 
+def test_a_kind_the_patched_eager_forward_left_out_does_not_show_its_speedup():
+    """The subset search may keep a kind only under torch.compile: the eager speedup is not that row's."""
+    s = fold(list(session_events(12, finish=False)), "x")
+    target_row = s.targets["rmsnorm"].row
+    estimate = s.rows[target_row].e2e_now
+    s.apply(ev.IntegrationResult(replaced=[{"kind": "rmsnorm", "modules": 5, "calls": 5, "chosen": ["patched_compile"]}],
+                                 correct=True, model_ms=9.0, eager_ms=10.0, speedup_eager=1.1, meaningful=True))
+    assert s.rows[target_row].e2e_now == estimate
+    s.apply(ev.IntegrationResult(replaced=[{"kind": "rmsnorm", "modules": 5, "calls": 5, "chosen": ["patched"]}],
+                                 correct=True, model_ms=9.0, eager_ms=10.0, speedup_eager=1.1, meaningful=True))
+    assert s.rows[target_row].e2e_now == 1.1
+
+
 def test_the_harness_panel_shows_no_speed_of_light_for_a_cpu_timing():
     """A CPU has no ceiling worth a fraction: '0% of speed of light' beside an interpreter's time said nothing."""
     import dataclasses
