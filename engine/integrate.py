@@ -22,7 +22,6 @@ KernelBench way instead of comparing a patched copy.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from .events import IntegrationResult
 from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
                              time_interleaved)
 from .kernel_selection import LeaveOneOut, describe
+from .sandbox import child_env, confine_process
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
 # their own check still round differently, and the differences add up through the layers.
@@ -79,7 +79,9 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
         request["model_new"] = str(write_model_new(workdir, model_path, entries))
     req_path = workdir / "request.json"
     req_path.write_text(json.dumps(request, indent=2))
-    env = dict(os.environ)
+    # The child runs kept (and, for KernelBench, LLM-written) code: it starts as a worker does, with no
+    # credentials, and confines itself first thing (`main`).
+    env = child_env(readable=[workdir, model_path], writable=[workdir])
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
@@ -481,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m autokernel.engine.integrate REQUEST.json", file=sys.stderr)
         return 2
     request = json.loads(Path(argv[0]).read_text())
+    confine_process(request["device"])  # one thread yet, and nothing of torch imported
     try:
         result = run_request(request)
     except Exception as e:

@@ -498,13 +498,25 @@ def _mapped_files() -> list[Path]:
     return [Path(f) for f in sorted(found) if f.startswith("/") and not f.endswith("(deleted)")]
 
 
+# The read layer has run the CPU suite but not yet a GPU session whole (ptxas, nvcc, the driver's caches,
+# torch.compile baselines): on CUDA it is on only when asked for, so a read it forgot cannot fail every kernel.
+READS_ON_CUDA = "AUTOKERNEL_SANDBOX_READS"
+
+
 def _landlock_reads(scratch: Path, device: str = "cpu") -> Protection:
+    if device == "cuda" and os.environ.get(READS_ON_CUDA, "").lower() not in ("1", "on", "yes"):
+        return Protection("reads", "landlock", False,
+                          f"not yet checked on a GPU: {READS_ON_CUDA}=on turns it on")
     abi = landlock_abi()
     if abi < 1:
         return Protection("reads", "landlock", False, f"not in this kernel ({os.strerror(ctypes.get_errno())})")
     rules = readable_paths(scratch, device)
+    # A layer that does not handle REFER refuses every rename into another folder (EXDEV), and the caches
+    # build each kernel in a folder of their own then rename it up. So this layer handles REFER and grants
+    # it wherever it grants reads; where files may be written at all is the writes layer's to say.
+    refer = _REFER if abi >= 2 else 0
     folder, file = _EXECUTE | _READ_FILE | _READ_DIR, _EXECUTE | _READ_FILE
-    why = _restrict([folder], [(p, folder if is_dir else file) for p, is_dir in rules])
+    why = _restrict([folder | refer], [(p, folder | refer if is_dir else file) for p, is_dir in rules])
     if why:
         return Protection("reads", "landlock", False, why)
     kept_out = ", ".join(str(h) for h in homes()) or "no home"

@@ -23,6 +23,7 @@ from .integrate import INTEGRATION_MODES
 from .model_file import check_model_file
 from .problem_spec import PROBLEM_TARGET, problem_brief
 from .routing import mark_routes, routable, routed_calls
+from .sandbox import allow_read
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
 from .search_state import SearchState
 from .store import Recorder, Store, StoreWriteError
@@ -484,6 +485,8 @@ class OptimizeSession:
             for key in ("model_path", "size", "backend", "agent", "integration"):
                 if stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
+            if cfg.model_path:  # not on this command line: the workers are told they will be handed it
+                allow_read(cfg.model_path)
             for key in ("max_experiments", "budget_s", "max_cost_usd"):  # limits not given again: the stored ones
                 if getattr(cfg, key) is None and stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
@@ -515,6 +518,7 @@ class OptimizeSession:
             return
         model_path = cfg.model_path or self._example_path()
         cfg.model_path = str(model_path)
+        allow_read(model_path)  # a session started by code, not a command line, names it here
         cfg.approval = cfg.approval or "auto"
         from .agents.llm import llm_timeout_s  # litellm itself is imported only when an agent is built
 

@@ -204,6 +204,23 @@ def test_a_key_read_from_the_home_is_refused_by_landlock(machine, worker, home, 
     assert SECRET_KEY not in detail
 
 
+def test_a_file_built_in_a_caches_temporary_folder_can_be_renamed_into_the_cache(machine, worker, tmp_path):
+    """Triton builds each kernel in a temporary folder inside its cache and renames it up: a Landlock layer
+    that does not grant that rename (REFER) refuses it with EXDEV, and every cold GPU kernel fails."""
+    need(machine, "reads", "landlock")
+    report = worker.check(str(fill(tmp_path, "cache_rename.py")), kernel="softmax")
+    detail = report.first_failure.detail
+    assert "renamed up into both caches" in detail and "cross-device" not in detail, detail
+
+
+def test_on_a_gpu_the_read_layer_waits_to_be_asked_for(monkeypatch, tmp_path):
+    """Until a GPU session has run whole under it, the read layer is opt-in there, and says how."""
+    monkeypatch.delenv(sandbox.READS_ON_CUDA, raising=False)
+    off = sandbox._landlock_reads(tmp_path, "cuda")
+    assert (off.rule, off.layer, off.active) == ("reads", "landlock", False)
+    assert f"{sandbox.READS_ON_CUDA}=on" in off.how
+
+
 def test_the_accounts_own_home_is_out_of_reach_too(machine, worker, tmp_path):
     """HOME names the worker's scratch folder, but the password database still names the user's home."""
     need(machine, "reads", "landlock")
@@ -402,10 +419,6 @@ def test_on_cuda_the_audit_hook_lets_the_compilers_run_and_nothing_else():
 
 # -- the integration subprocess: kept kernels (and a whole ModelNew) run outside a worker -----------------------
 
-# What engine/integrate.py's child does first, as proposed: read its request, then confine itself.
-CONFINED_CHILD = ("import json, sys; from autokernel.engine import integrate, sandbox; "
-                  "sandbox.confine_process(json.loads(open(sys.argv[1]).read())['device']); "
-                  "sys.exit(integrate.main(sys.argv[1:]))")
 TINY_MODEL = """
 import torch
 from autokernel.engine.examples.llama import RMSNorm
@@ -419,8 +432,8 @@ def get_inputs():
 
 def integrate_rmsnorm(source: str, tmp_path: Path, home: Path, monkeypatch, confined: bool, compile: bool = False):
     """A kept rmsnorm kernel integrated into a tiny model by the engine's own `integrate_session_kernels`, with the
-    engine's HOME holding the key; `confined`: its subprocess started the proposed way (child_env's environment,
-    the request's folder and the model's readable, the request's folder writable, confine_process first)."""
+    engine's HOME holding the key; not `confined`: the control, its subprocess started with the engine's whole
+    environment and the sandbox off."""
     from autokernel.engine import integrate
 
     tmp_path.mkdir(exist_ok=True)
@@ -428,17 +441,15 @@ def integrate_rmsnorm(source: str, tmp_path: Path, home: Path, monkeypatch, conf
     model.write_text(TINY_MODEL)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    if confined:
+    if not confined:
+        monkeypatch.setenv("AUTOKERNEL_SANDBOX", "off")
         popen = subprocess.Popen
 
-        def confined_popen(cmd, **kw):
-            request = Path(cmd[-1])
-            model_path = json.loads(request.read_text())["model_path"]
-            env = sandbox.child_env(readable=[request.parent, model_path], writable=[request.parent])
-            env.update({k: v for k, v in kw.pop("env").items() if k == "TRITON_INTERPRET"})
-            return popen([sys.executable, "-c", CONFINED_CHILD, str(request)], env=env, **kw)
+        def open_popen(cmd, **kw):
+            kw["env"] = {**os.environ, **{k: v for k, v in kw["env"].items() if k == "TRITON_INTERPRET"}}
+            return popen(cmd, **kw)
 
-        monkeypatch.setattr(integrate.subprocess, "Popen", confined_popen)
+        monkeypatch.setattr(integrate.subprocess, "Popen", open_popen)
     kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0001", "source": source, "dtype": "fp32"}]
     return integrate.integrate_session_kernels(str(model), "cpu", kernels, tmp_path / "work", trials=1,
                                                timeout_s=240, compile=compile)
@@ -446,7 +457,7 @@ def integrate_rmsnorm(source: str, tmp_path: Path, home: Path, monkeypatch, conf
 
 def test_the_integration_child_is_held_like_a_worker(machine, server, home, tmp_path, monkeypatch):
     """A kept kernel's module tries every way out when the integration imports it: confined, each is refused;
-    started as engine/integrate.py starts it today, each succeeds (so this test can fail)."""
+    with the engine's environment and the sandbox off, each succeeds (so this test can fail)."""
     for rule, layer in (("reads", "landlock"), ("writes", "landlock"), ("network", "netns")):
         need(machine, rule, layer)
     homefile, marker = home / "planted-by-integration", tmp_path / "shell-ran"
