@@ -81,3 +81,43 @@ def test_the_softmax_launch_is_worked_out_once_per_shape_and_a_contiguous_input_
     assert len(launches) == 6
     assert all(launches[k][1][0] is x for k in range(3))  # the 3-D input itself, no 2-D view made per call
     assert launches[-1][1][0].stride() == (1500, 1) and launches[-1][1][4] == 1500  # the slice's own row stride
+
+
+def _sources(kind):
+    template = get_template(kind)
+    return (("starter", get_spec(kind).starters["triton"].read_text()), ("template", template.render(template.DEFAULTS)))
+
+
+def test_the_launch_plans_stay_bounded_under_dynamic_shapes():
+    # A model whose shapes change at every call (a growing sequence, a varying batch): more distinct shapes
+    # than the plan table holds, each call still launched once, the table never past its bound.
+    for kind in ("softmax", "cross_entropy"):
+        for name, source in _sources(kind):
+            module, recorders = _recorded(source, f"_{kind}_{name}_bounded")
+            bound = module.MAX_PLANS
+            calls = bound + 40
+            for k in range(calls):
+                if kind == "softmax":
+                    module.kernel_fn(torch.empty(1 + k % 3, 8 + k))
+                else:
+                    module.kernel_fn(torch.empty(1 + k % 3, 8 + k), torch.zeros(1 + k % 3, dtype=torch.int64))
+                assert len(module._PLANS) <= bound, (kind, name, k)
+            assert len([launch for rec in recorders.values() for launch in rec.launches]) == calls, (kind, name)
+            # the newest shape is still kept, so a repeated call at it is not planned again
+            assert any(key[1] == 8 + calls - 1 for key in module._PLANS), (kind, name)
+
+
+def test_the_cross_entropy_ticket_table_stays_bounded():
+    # Every (device, stream) pair gets its own counter; a process that makes streams without end must not
+    # keep a counter for each. Entries of streams gone stand in for them: the next stream's counter is made
+    # zeroed, used by the launch, and the table stays within its bound.
+    for name, source in _sources("cross_entropy"):
+        module, recorders = _recorded(source, f"_ce_{name}_tickets")
+        bound = module.MAX_TICKETS
+        for stream in range(bound):
+            module._TICKETS[(torch.device("cpu"), 1000 + stream)] = torch.zeros(1, dtype=torch.int64)
+        module.kernel_fn(*_ce_inputs())
+        assert len(module._TICKETS) <= bound, name
+        ticket = module._TICKETS[(torch.device("cpu"), 0)]
+        (launch,) = [launch for rec in recorders.values() for launch in rec.launches]
+        assert any(a is ticket for a in launch[1]) and int(ticket[0]) == 0, name

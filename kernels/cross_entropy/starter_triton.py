@@ -8,7 +8,9 @@ ticket (an integer atomic add, acquire-release), and the one that draws the last
 losses and counts the rows that count in a fixed order and divides. Float atomics into the mean would
 make it depend on the order the programs finish; this way the mean is bitwise repeatable. The ticket
 counter is kept per device and stream, allocated zeroed once, and set back to zero by the last
-program, so no launch needs a memset first.
+program, so no launch needs a memset first. The launch shapes and counters are kept in tables of at most
+MAX_PLANS and MAX_TICKETS entries, emptied when full: dynamic shapes or many streams never grow them
+without end.
 
 Choices the probes settled (numbers: docs/results/kernel_notes.md): tiles of 8192 logits over 8
 warps, ahead of 16384 over 16 at every vocabulary probed; logits[row, target] loaded before the
@@ -75,8 +77,10 @@ def _launch_shape(rows, vocab):
     return block, warps, min(max(triton.next_power_of_2(rows), 128), MAX_MEAN_BLOCK)
 
 
-_SHAPES: dict = {}  # (rows, vocab) -> _launch_shape(rows, vocab)
-_TICKETS: dict = {}  # (device, stream) -> its int64 ticket counter, zero between launches
+_PLANS: dict = {}  # (rows, vocab) -> _launch_shape(rows, vocab), at most MAX_PLANS
+_TICKETS: dict = {}  # (device, stream) -> its int64 ticket counter, zero between launches; at most MAX_TICKETS
+MAX_PLANS = 256
+MAX_TICKETS = 64
 
 
 def _ticket(device):
@@ -85,6 +89,8 @@ def _ticket(device):
     stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
     ticket = _TICKETS.get((device, stream))
     if ticket is None:
+        if len(_TICKETS) >= MAX_TICKETS:  # a dropped counter is at zero: the stream gets a fresh one if it comes back
+            _TICKETS.clear()
         ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int64, device=device)
     return ticket
 
@@ -101,9 +107,11 @@ def kernel_fn(logits, targets):
     out = torch.empty((), dtype=torch.float32, device=device)
     if not rows:
         return out.fill_(float("nan"))  # the mean of no rows, as PyTorch
-    shape = _SHAPES.get((rows, vocab))
+    shape = _PLANS.get((rows, vocab))
     if shape is None:
-        shape = _SHAPES[(rows, vocab)] = _launch_shape(rows, vocab)
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()
+        shape = _PLANS[(rows, vocab)] = _launch_shape(rows, vocab)
     block, warps, mean_block = shape
     losses = torch.empty(rows, dtype=torch.float32, device=device)
     _cross_entropy_kernel[(rows,)](logits2d, targets, losses, _ticket(device), out, rows, vocab, logits2d.stride(0),

@@ -15,7 +15,8 @@ Choices the probes settled (numbers: docs/results/kernel_notes.md):
 
 The launcher does per call only what depends on the call: at a launch-bound size (H100, 4096x4096 bf16:
 the wall clock is the host's) every line of Python in it shows. The launch (kernel, grid, block, warps)
-is worked out once per shape and kept; a contiguous x is passed as it is (the kernel only needs its
+is worked out once per shape and kept (at most MAX_PLANS shapes: a model with dynamic shapes would
+otherwise grow the table without end); a contiguous x is passed as it is (the kernel only needs its
 pointer and row stride, so no 2-D view), and y is allocated in x's shape (no reshape back).
 """
 
@@ -109,7 +110,8 @@ def _plan(n_rows, n_cols, stride_x, device):
             {"BLOCK_N": 16384, "num_warps": 32})
 
 
-_PLANS: dict = {}  # (elements, columns, row stride, device index) -> _plan(...)
+_PLANS: dict = {}  # (elements, columns, row stride, device index) -> _plan(...), at most MAX_PLANS
+MAX_PLANS = 256
 
 
 def kernel_fn(x):
@@ -128,6 +130,8 @@ def kernel_fn(x):
     key = (numel, n_cols, stride_x, x.get_device())
     plan = _PLANS.get(key)
     if plan is None:
+        if len(_PLANS) >= MAX_PLANS:  # emptied, not evicted one by one: a lookup stays one dict get
+            _PLANS.clear()
         plan = _PLANS[key] = _plan(numel // n_cols, n_cols, stride_x, x.device)
     launch, args, options = plan
     launch(x2d, y, *args, **options)

@@ -344,7 +344,8 @@ TICKETS = fill(
         return min(max(triton.next_power_of_2(n_partials), 128), 8192)
 
 
-    _TICKETS = {}  # (device, stream) -> its int64 ticket counter, zero between launches
+    _TICKETS = {}  # (device, stream) -> its int64 ticket counter, zero between launches; at most MAX_TICKETS
+    MAX_TICKETS = 64
 
 
     def _ticket(device):
@@ -353,6 +354,8 @@ TICKETS = fill(
         stream = triton.runtime.driver.active.get_current_stream(device.index) if device.type == "cuda" else 0
         ticket = _TICKETS.get((device, stream))
         if ticket is None:
+            if len(_TICKETS) >= MAX_TICKETS:  # a dropped counter is at zero: its stream gets a fresh one
+                _TICKETS.clear()
             ticket = _TICKETS[(device, stream)] = torch.zeros(1, dtype=torch.int64, device=device)
         return ticket
     """
@@ -382,12 +385,15 @@ def _launcher(p: dict) -> str:
     return fill(
         '''
         _PLANS = {}  # (rows, columns, device index) -> (block_v, num_tiles, grid, mean_block), once per shape
+        MAX_PLANS = 256  # emptied when full: dynamic shapes never grow it without end
 
 
         <<prologue>>
             key = (n_rows, n_cols, x.get_device())
             plan = _PLANS.get(key)
             if plan is None:
+                if len(_PLANS) >= MAX_PLANS:
+                    _PLANS.clear()
                 block_v = min(triton.next_power_of_2(n_cols), MAX_BLOCK_V)
                 n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
                 grid = <<grid>>

@@ -204,7 +204,8 @@ def _kernel(p: dict) -> str:
 def _launcher(p: dict) -> str:
     return fill(
         '''
-        _PLANS = {}  # (rows, columns, device index) -> (block_n, num_tiles, grid)
+        _PLANS = {}  # (rows, columns, device index) -> (block_n, num_tiles, grid), at most MAX_PLANS
+        MAX_PLANS = 256  # emptied when full: dynamic shapes never grow it without end
 
 
         def kernel_fn(x):
@@ -221,6 +222,8 @@ def _launcher(p: dict) -> str:
             key = (n_rows, n_cols, x.get_device())
             plan = _PLANS.get(key)
             if plan is None:
+                if len(_PLANS) >= MAX_PLANS:
+                    _PLANS.clear()
                 block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
                 n_blocks = triton.cdiv(n_rows, ROWS_PER_PROGRAM)
                 plan = _PLANS[key] = (block_n, triton.cdiv(n_cols, block_n), <<grid>>)
