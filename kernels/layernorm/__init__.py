@@ -1,6 +1,8 @@
 """LayerNorm over the last dim: (x - mean) * rsqrt(var + eps) * weight + bias, fp32 math.
 
 Memory-bound: the floor is one read of x, one write of the output and one read of weight and bias.
+weight and bias may be None (nn.LayerNorm(elementwise_affine=False) has neither, bias=False no bias): the
+stability stage feeds those cases as the regimes NO_AFFINE_MODES, so a kept kernel serves such a norm too.
 """
 
 from __future__ import annotations
@@ -8,27 +10,37 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..spec import KernelSpec, random_tensor, starters_beside
+from ..spec import INPUT_MODES, KernelSpec, random_tensor, starters_beside
+
+# Input regimes beyond the numerical ones: normal x with no weight and bias, or a weight and no bias.
+NO_AFFINE_MODES = ("no_affine", "no_bias")
 
 
-def reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def reference(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+              eps: float = 1e-5) -> torch.Tensor:
     work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    y = F.layer_norm(x.to(work), (x.shape[-1],), weight.to(work), bias.to(work), eps)
-    return y.to(x.dtype)
+    w = weight.to(work) if weight is not None else None
+    b = bias.to(work) if bias is not None else None
+    return F.layer_norm(x.to(work), (x.shape[-1],), w, b, eps).to(x.dtype)
 
 
-def baseline(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def baseline(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+             eps: float = 1e-5) -> torch.Tensor:
     """Eager PyTorch as users write it: F.layer_norm in x's dtype (fp32 math inside)."""
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
 def make_inputs(shape, dtype, device, gen, mode="normal"):
     rows, cols = int(shape["rows"]), int(shape["cols"])
-    x = random_tensor((rows, cols), dtype, device, gen, mode)
+    x = random_tensor((rows, cols), dtype, device, gen, "normal" if mode in NO_AFFINE_MODES else mode)
     # Parameters as a trained model has them: near 1 and near 0, not the identity, so a kernel
     # that ignores or swaps them fails.
     weight = (1.0 + 0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
     bias = (0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
+    if mode == "no_affine":
+        return x, None, None, 1e-5
+    if mode == "no_bias":
+        return x, weight, None, 1e-5
     return x, weight, bias, 1e-5
 
 
@@ -52,7 +64,8 @@ SPEC = KernelSpec(
     name="layernorm",
     order=30,
     signature="kernel_fn(x, weight, bias, eps=1e-5)",
-    summary="LayerNorm over the last dim of x [rows, cols] with weight and bias [cols], fp32 math, output in x's dtype",
+    summary="LayerNorm over the last dim of x [rows, cols] with weight and bias [cols] (either may be None), "
+            "fp32 math, output in x's dtype",
     reference=reference,
     baseline=baseline,
     make_inputs=make_inputs,
@@ -83,6 +96,9 @@ SPEC = KernelSpec(
         {"rows": 8192, "cols": 4096},
         {"rows": 8192, "cols": 8192},
         {"rows": 32768, "cols": 1024},
+        # Few, wide rows (a norm over several trailing dims): the split-row path (tests/test_split_rows.py).
+        {"rows": 16, "cols": 4194304},
+        {"rows": 64, "cols": 1048576},
     ),
     # Outputs are O(1); the halves are dominated by the output's own rounding (2**-11 and 2**-8
     # relative), fp32 by the order of the two row reductions.
@@ -99,11 +115,16 @@ SPEC = KernelSpec(
         "aten::mean", "aten::rsqrt",
     }),
     starters=starters_beside(__file__),
+    stability_modes=tuple(m for m in INPUT_MODES if m != "normal") + NO_AFFINE_MODES,
     notes=(
         "Rows are independent: one row (or a few narrow rows) per program. Keep the row in registers "
         "when it fits and use the centred variance mean((x - mean)**2) (E[x**2] - mean**2 loses all "
         "precision on large-magnitude inputs). All math in fp32, output in x's dtype. weight and bias "
-        "are read once per program, not per element. For rows too wide for registers, loop over "
+        "are read once per program, not per element. weight and bias may each be None (nn.LayerNorm with "
+        "elementwise_affine=False has neither, bias=False no bias): then the scale is 1 and the shift 0; "
+        "tell the kernel with a compile-time flag per argument (a tl.constexpr, a template parameter) rather "
+        "than allocating ones and zeros. "
+        "For rows too wide for registers, loop over "
         "the row (three reads) or keep a Welford running mean/M2."
     ),
 )
