@@ -82,6 +82,9 @@ SPEC = KernelSpec(
         {"rows": 8192, "cols": 8192},
         {"rows": 65536, "cols": 1024},
         {"rows": 1024, "cols": 65536},
+        # Few, wide rows (a sum over several trailing dims): the split-row path (tests/test_split_rows.py).
+        {"rows": 16, "cols": 4194304},
+        {"rows": 64, "cols": 1048576},
     ),
     # Sums of N(0, 1) rows are O(sqrt(cols)); errors come from the fp32 summation order and, for
     # the halves, the output's own rounding (2**-11 and 2**-8 relative). A sum that cancels to near

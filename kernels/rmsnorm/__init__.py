@@ -75,6 +75,9 @@ SPEC = KernelSpec(
         {"rows": 16384, "cols": 4096},
         {"rows": 8192, "cols": 8192},
         {"rows": 32768, "cols": 1024},
+        # Few, wide rows (a norm over several trailing dims): the split-row path (tests/test_split_rows.py).
+        {"rows": 16, "cols": 4194304},
+        {"rows": 64, "cols": 1048576},
     ),
     tolerances={
         torch.float32: (1e-5, 1e-5),
