@@ -32,6 +32,8 @@ from .events import IntegrationResult
 from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
                              time_interleaved)
 from .kernel_selection import LeaveOneOut, describe
+from .model_new import check_model_new, write_model_new
+from .outputs import tensors
 from .sandbox import child_env, confine_process
 
 # Model-level tolerance per dtype, relative to the output's largest magnitude: kernels that each pass
@@ -41,7 +43,9 @@ RESULT_PREFIX = "AUTOKERNEL_INTEGRATION "
 INTEGRATION_MODES = ("model", "kernelbench")
 # Fresh inputs the outputs are compared on, per mode and device (the interpreter makes CPU trials slow).
 TRIALS = {"model": {"cuda": 3, "cpu": 2}, "kernelbench": {"cuda": 5, "cpu": 3}}
-TIMING_ROUNDS = 5  # interleaved rounds of the four forwards on a GPU (forward_timing.time_interleaved)
+# Interleaved rounds of the forwards on a GPU (forward_timing.time_interleaved); the request carries the
+# rounds to the child, one on the CPU, where a forward under the interpreter is slow and its time means nothing.
+TIMING_ROUNDS = 5
 SITE_TURNS = 8  # forwards of each model, taking turns, behind the per-site breakdown on a GPU
 # The share of the integration's time limit the kernel-subset search may spend (kernel_selection.py): its
 # compiles are the cost, and the rest (loading, checks, the breakdown) must still fit.
@@ -71,11 +75,10 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
                         "dtype": k.get("dtype"), "backend": k.get("backend") or "triton"})
     request = {"model_path": str(model_path), "device": device, "size": size, "mode": mode, "kernels": entries,
                "trials": trials or TRIALS[mode]["cuda" if device == "cuda" else "cpu"], "compile": compile,
+               "timing_rounds": TIMING_ROUNDS if device == "cuda" else 1,
                "selection_budget_s": SELECTION_SHARE * timeout_s, "progress_path": str(workdir / "progress.log"),
                "selection_path": str(workdir / "selection.json")}
     if mode == "kernelbench":
-        from .model_new import write_model_new
-
         request["model_new"] = str(write_model_new(workdir, model_path, entries))
     req_path = workdir / "request.json"
     req_path.write_text(json.dumps(request, indent=2))
@@ -172,21 +175,6 @@ def _fresh_like(x: Any, gen):
         return x.clone()
     lo, hi = int(x.min()), int(x.max())
     return torch.randint(lo, hi + 1, x.shape, generator=gen, dtype=torch.int64).to(dtype=x.dtype, device=x.device)
-
-
-def _tensors(out: Any) -> list:
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _tensors(o)]
-    for name in ("logits", "last_hidden_state", "loss"):
-        if hasattr(out, name):
-            return _tensors(getattr(out, name))
-    return []
 
 
 def _model_dtype(model) -> str:
@@ -372,8 +360,6 @@ def run_request(request: dict) -> dict:
 
     use_triton_interpreter(device)  # before any kernel is imported
     if request.get("mode") == "kernelbench":
-        from .model_new import check_model_new
-
         return check_model_new(request)
     import copy
 
@@ -407,7 +393,7 @@ def run_request(request: dict) -> dict:
     with torch.no_grad():
         for trial in range(int(request.get("trials", 3))):
             args = inputs if trial == 0 else [_fresh_like(x, gen) for x in inputs]
-            err, problems = _compare(_tensors(original(*args)), _tensors(patched(*args)), atol, rtol, f"trial {trial}")
+            err, problems = _compare(tensors(original(*args)), tensors(patched(*args)), atol, rtol, f"trial {trial}")
             max_err, correct, details = max(max_err, err), correct and not problems, details + problems
         replaced = stats.as_list(kinds)
         for item in replaced:
@@ -415,9 +401,9 @@ def run_request(request: dict) -> dict:
         used = [r["kind"] for r in replaced if r["calls"]]
         meaningful = device == "cuda"
 
-        ref = _tensors(original(*inputs))
+        ref = tensors(original(*inputs))
         forwards = _SubsetForwards(original, {k: table[k] for k in used}, inputs, device, kernel_patch,
-                                   lambda out, label: _compare(ref, _tensors(out), atol, rtol, label), details,
+                                   lambda out, label: _compare(ref, tensors(out), atol, rtol, label), details,
                                    progress=_progress_writer(request.get("progress_path")))
         base = {"eager": lambda: original(*inputs)}
         modes = ["patched"]
@@ -430,7 +416,7 @@ def run_request(request: dict) -> dict:
             else:
                 details.append(f"{FORWARDS['patched_compile']} not tried: {FORWARDS['compile']} of the original failed")
         forwards.models[tuple(used)] = patched  # all kinds: the model checked on the trials above
-        searches, times = _select(forwards, base, modes, used, device, TIMING_ROUNDS if meaningful else 1,
+        searches, times = _select(forwards, base, modes, used, device, int(request["timing_rounds"]),
                                   float(request.get("selection_budget_s") or 600.0))
         chosen = {mode: searches[mode].current for mode in modes}
         ms = {n: (times[n].ms if times.get(n) else None) for n in FORWARDS}
@@ -459,7 +445,7 @@ def run_request(request: dict) -> dict:
     if len(used) > 1:
         summary += "; " + "; ".join(describe(searches[m], FORWARDS[m]) for m in searches)
     if spread is not None:
-        summary += f"; timed in {TIMING_ROUNDS} interleaved rounds (round medians spread {spread:.1%}"
+        summary += f"; timed in {request['timing_rounds']} interleaved rounds (round medians spread {spread:.1%}"
         ranges = [f"{min(r):.2f}-{max(r):.2f}x {ROUND_LABELS[key]}" for key, r in per_round.items() if r]
         summary += f"; round by round: {', '.join(ranges)})" if ranges else ")"
     if sites:

@@ -23,11 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .problem_spec import PROBLEM_TARGET
+from .outputs import tensors
+from .problem_spec import ATOL, PROBLEM_TARGET, RTOL, SEED, build_seeded, defines_problem
 
 MODEL_NEW_FILE = "model_new.py"
-ATOL = RTOL = 1e-2  # KernelBench's tolerance
-SEED = 42
 CHECK_DONE = "KernelBench check:"  # how the detail of a check that ran to the end begins
 
 # Set before any @triton.jit runs: without a GPU, Triton's kernels run under its interpreter.
@@ -124,12 +123,11 @@ def kernel_source(entry: dict) -> str:
 def _write_whole(workdir: Path, problem: Path, entry: dict) -> Path:
     """`model_new.py` = a whole-problem candidate's own code, then the problem's unless the candidate
     carries it (as an Inductor seed does): one file, no path loaded."""
-    from .kernelbench import _defines_problem
     from .standalone import Part, combine
 
     source = Path(entry["path"]).read_text()
     parts = [Part(Path(entry["path"]).name, source)]
-    if not _defines_problem(source):
+    if not defines_problem(source):
         parts.append(Part(problem.name, problem.read_text(errors="replace")))
     futures, texts = combine(parts)
     candidate = entry.get("candidate_id") or "candidate"
@@ -205,9 +203,7 @@ def _check(request: dict) -> dict:
     import torch
 
     from .forward_timing import compiled_forward, time_interleaved
-    from .integrate import TIMING_ROUNDS, _tensors
     from .model_loading import SIZE_ENV, _move, default_size
-    from .problem_spec import build_seeded
 
     os.environ[SIZE_ENV] = request.get("size") or default_size(device)  # the size the session profiled
     module = _import_model_new(request["model_new"])
@@ -222,9 +218,9 @@ def _check(request: dict) -> dict:
             torch.manual_seed(SEED + 1 + trial)
             inputs = None  # two trials' tensors never coexist: a problem at its real size fills the device
             inputs = _move(list(module.get_inputs()), device, None)
-            ref = _tensors(model(*inputs))
+            ref = tensors(model(*inputs))
             try:
-                ok, err, why = _compare(ref, _tensors(model_new(*inputs)))
+                ok, err, why = _compare(ref, tensors(model_new(*inputs)))
             except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
                 if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
                     raise
@@ -247,7 +243,7 @@ def _check(request: dict) -> dict:
         if compiled is not None:
             fns["compile"] = compiled
         try:  # interleaved rounds, as the model integration times (forward_timing.time_interleaved)
-            times = time_interleaved(fns, device, rounds=TIMING_ROUNDS if device == "cuda" else 1)
+            times = time_interleaved(fns, device, rounds=request["timing_rounds"])
         except Exception as e:
             if no_fit(e, device):
                 raise

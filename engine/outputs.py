@@ -5,6 +5,10 @@ return several (`return y, y.sum(dim=-1)`: a tuple or a list); then a whole-prob
 as many, in the same order, and each is compared with its reference under the same rules, named by its
 position ("output 1") so that a failure says which one differs. A single output keeps no name: the
 checks of a one-tensor result read exactly as they always did.
+
+A user's model may return more than tensors (a dict, a nest of tuples, an output object with `logits`);
+`tensors` flattens any of them into the tensors an integration compares, so the model integration and
+the KernelBench check (`engine/integrate.py`, `engine/model_new.py`) read a forward the same way.
 """
 
 from __future__ import annotations
@@ -37,3 +41,20 @@ def paired(out: Any, ref: Any) -> list[tuple[str, Any, Any]]:
     if len(out) != len(ref):
         raise OutputCountError(f"returned {len(out)} outputs, expected {len(ref)}")
     return [(f"output {i}", o, r) for i, (o, r) in enumerate(zip(out, ref))]
+
+
+def tensors(out: Any) -> list:
+    """The tensors of a forward's result, in order: a tensor; the items of a list, tuple or dict, nested;
+    or the `logits`, `last_hidden_state` or `loss` of an output object. Anything else holds none."""
+    import torch  # here only: the rest of this module needs no torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in tensors(o)]
+    for name in ("logits", "last_hidden_state", "loss"):
+        if hasattr(out, name):
+            return tensors(getattr(out, name))
+    return []

@@ -5,7 +5,7 @@ complete replacement of its forward. This module makes such a problem look like 
 the search, the worker, the five stages and the timer run it unchanged:
 
 - Engine side, `problem_brief(path)`: what the prompt and the search need (the problem's source, what
-  to write). It never imports the problem.
+  to write), and `defines_problem(source)`: whether a file is a problem at all. Neither imports it.
 - Worker side, `problem_spec(path, device, size)`: a `KernelSpec` whose reference is the problem's
   `Model` (run with float64 copies of its weights when the harness upcasts the inputs to judge, the Model
   as written to time against), whose inputs are fresh `get_inputs()` draws, and whose candidate entry is
@@ -31,15 +31,21 @@ as many in the same order, and every check compares them one by one (`engine/out
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+from .outputs import as_list, several
 
 PROBLEM_TARGET = "problem"  # the target's name, and the prefix of its candidates' ids
 ENTRY = "ModelNew"
 MODEL_SEED = "Model"  # the first round's parent: the problem's own Model (no candidate yet, nothing stored)
 SIGNATURE = "class ModelNew(torch.nn.Module): ModelNew(*get_init_inputs()), forward(*get_inputs())"
+ATOL = RTOL = 1e-2  # KernelBench's tolerance: a ModelNew's outputs against Model's, elementwise
+SEED = 42  # KernelBench's seed: Model and ModelNew are each built right after torch.manual_seed(SEED)
 SCALES = {"large": 1e3, "tiny": 1e-3}  # milder than a kernel's: a whole model multiplies its inputs through
 NOTES = (
     "Write one complete Python file that defines `class ModelNew(torch.nn.Module)` replacing the problem's "
@@ -76,11 +82,21 @@ def problem_brief(path: str | Path) -> ProblemBrief:
     return ProblemBrief(path=str(path), source=path.read_text(errors="replace"))
 
 
+def defines_problem(source: str) -> bool:
+    """Whether a file's top level defines `Model` and `get_inputs` (read, never imported)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a broken problem file is still a problem: it is reported as skipped
+        return bool(re.search(r"^class\s+Model\b", source, re.M)) and "get_inputs" in source
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    return {"Model", "get_inputs"} <= names
+
+
 def build_seeded(cls: Any, init: list, device: str) -> Any:
     """`cls(*init)` on `device` in eval mode, right after the fixed seed (Model and ModelNew alike)."""
     import torch
-
-    from .model_new import SEED
 
     torch.manual_seed(SEED)
     with torch.device(device):
@@ -133,7 +149,6 @@ def _meta_sizes(module: Any, init: list, sample: list) -> tuple[int, int] | None
     import torch
 
     from .fit import tensor_bytes
-    from .outputs import as_list
 
     try:
         with torch.device("meta"), torch.no_grad():
@@ -173,8 +188,6 @@ def _build_spec(path: Path, device: str) -> Any:
     from .fit import DoesNotFit, Footprint, free_bytes, release, tensor_bytes
     from .harness import ALLOWED_OPS, _OpRecorder
     from .model_loading import _import_file, _move
-    from .model_new import ATOL, RTOL, SEED
-    from .outputs import as_list, several
 
     module = _import_file(path)
     init = list(getattr(module, "get_init_inputs", lambda: [])())
