@@ -23,7 +23,6 @@ The batch records which session each problem got and each problem's row as it en
 
 from __future__ import annotations
 
-import ast
 import re
 import threading
 import time
@@ -35,7 +34,7 @@ from . import events as ev
 from .errors import UserError
 from .fit import NO_FIT, no_fit
 from .model_new import CHECK_DONE
-from .problem_spec import PROBLEM_TARGET
+from .problem_spec import PROBLEM_TARGET, defines_problem
 from .search import UNTIMED
 from .search_state import stored_session
 from .session import _stored_url
@@ -53,18 +52,6 @@ STATUSES = ("correct", "incorrect", "untimed", "no-fit", "skipped", "error", "st
 class Problem:
     name: str  # relative to the folder it was found in, without .py: "level1/23_Softmax"
     path: Path
-
-
-def _defines_problem(source: str) -> bool:
-    """Whether a file's top level defines `Model` and `get_inputs` (read, never imported)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:  # a broken problem file is still a problem: it is reported as skipped
-        return bool(re.search(r"^class\s+Model\b", source, re.M)) and "get_inputs" in source
-    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
-    return {"Model", "get_inputs"} <= names
 
 
 def _natural(text: str) -> list:
@@ -92,7 +79,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[list[Problem], list[Path]]:
             if f.name.startswith(("_", ".")) or any(p.startswith((".", "__")) for p in f.relative_to(root).parts[:-1]):
                 continue
             try:
-                is_problem = _defines_problem(f.read_text(errors="replace"))
+                is_problem = defines_problem(f.read_text(errors="replace"))
             except OSError:
                 is_problem = False
             (found if is_problem else ignored).append(f)
