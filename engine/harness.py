@@ -39,7 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from autokernel.kernels.spec import KernelSpec, noncontiguous_like
 
 from . import coverage, fit, guards, l2, sandbox
-from .outputs import OutputCountError, as_list, paired, several
+from .outputs import OutputCountError, as_list, chunks, paired, several
 from .results import FAIL, PASS, SKIPPED, STAGES, StageOutcome
 
 # Under Triton's interpreter big shapes take minutes: the CPU run keeps to problems this size
@@ -333,21 +333,12 @@ def _snapshot(args: tuple, on_device: bool = True) -> list:
             for a in args]
 
 
-COMPARE_CHUNK = 1 << 24  # elements compared at once in float64 (128 MiB a temporary), whatever the output's size
-
-
-def _chunks(t: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
-    flat = t.detach().reshape(-1)
-    for start in range(0, flat.numel(), COMPARE_CHUNK):
-        yield start, flat[start:start + COMPARE_CHUNK]
-
-
 def _unchanged(a: torch.Tensor, b: torch.Tensor) -> bool:
     """`a` still equals its snapshot `b` (which may be on the host), a chunk at a time."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     flat = b.reshape(-1)
-    return all(torch.equal(x.to(b.device), flat[start:start + x.numel()]) for start, x in _chunks(a))
+    return all(torch.equal(x.to(b.device), flat[start:start + x.numel()]) for start, x in chunks(a))
 
 
 # -- memory: the plan of one trial ---------------------------------------------------------------
@@ -636,7 +627,7 @@ def _compare_one(ctx: CheckContext, out: Any, ref: torch.Tensor, want: torch.dty
     atol, rtol = _tolerance(ctx, dtype)
     if mode != "normal" and ref.numel():  # scaled regimes: the absolute tolerance scales with the answer
         biggest = 0.0
-        for _, r in _chunks(ref):
+        for _, r in chunks(ref):
             r = r.double()
             finite = r[torch.isfinite(r)]
             if finite.numel():
@@ -645,7 +636,7 @@ def _compare_one(ctx: CheckContext, out: Any, ref: torch.Tensor, want: torch.dty
     # In float64 a chunk at a time: a whole output in float64, and its temporaries, would take several
     # times the output's own size (a multi-GB output: tens of GiB).
     flat_out = out.detach().reshape(-1)
-    for start, r in _chunks(ref):
+    for start, r in chunks(ref):
         o = flat_out[start:start + r.numel()].double()
         r = r.double()
         bad_nonfinite = ~torch.isfinite(o) & torch.isfinite(r)
@@ -654,7 +645,7 @@ def _compare_one(ctx: CheckContext, out: Any, ref: torch.Tensor, want: torch.dty
             idx = _index(start + k, ref.shape)
             raise TrialFailure(f"{where}: {o[k].item()} at {idx} where the reference is finite ({r[k].item():.4g})")
     worst, worst_at, n_bad = -1.0, (0, 0.0, 0.0), 0
-    for start, r in _chunks(ref):
+    for start, r in chunks(ref):
         o = flat_out[start:start + r.numel()].double()
         r = r.double()
         err = (o - r).abs()

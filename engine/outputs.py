@@ -13,7 +13,17 @@ the KernelBench check (`engine/integrate.py`, `engine/model_new.py`) read a forw
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
+
+COMPARE_CHUNK = 1 << 24  # elements compared at once in float64 (128 MiB a temporary), whatever the output's size
+
+
+def chunks(t: Any) -> Iterator[tuple[int, Any]]:
+    """(start, slice) over a tensor's flattened values, COMPARE_CHUNK at a time: comparisons in float64 of a
+    multi-GB output, whole, would take several times its size."""
+    flat = t.detach().reshape(-1)
+    for start in range(0, flat.numel(), COMPARE_CHUNK):
+        yield start, flat[start:start + COMPARE_CHUNK]
 
 
 class OutputCountError(ValueError):

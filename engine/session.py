@@ -269,6 +269,10 @@ class OptimizeSession:
         device = resolve_device(cfg.device)
         self._open(device)
         assert self.recorder is not None and self.state is not None
+        # the model the workers will be handed, though neither a resume's (stored) nor one given by code is
+        # on this command line
+        if self.config.model_path:
+            allow_read(self.config.model_path)
         emit = self.recorder.emit
         emit(ev.Log(level="info", message=_sandbox_line(device)))  # which protections candidates run under here
         self.control.on_change = lambda action, value: emit(ev.ControlChanged(action=action, value=value))
@@ -485,8 +489,6 @@ class OptimizeSession:
             for key in ("model_path", "size", "backend", "agent", "integration"):
                 if stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
-            if cfg.model_path:  # not on this command line: the workers are told they will be handed it
-                allow_read(cfg.model_path)
             for key in ("max_experiments", "budget_s", "max_cost_usd"):  # limits not given again: the stored ones
                 if getattr(cfg, key) is None and stored.get(key) is not None:
                     setattr(cfg, key, stored[key])
@@ -518,7 +520,6 @@ class OptimizeSession:
             return
         model_path = cfg.model_path or self._example_path()
         cfg.model_path = str(model_path)
-        allow_read(model_path)  # a session started by code, not a command line, names it here
         cfg.approval = cfg.approval or "auto"
         from .agents.llm import llm_timeout_s  # litellm itself is imported only when an agent is built
 

@@ -16,19 +16,25 @@ def _overruled_by_record(fields: dict) -> bool:
     return any(ev is not None and wall is not None and ft.overrules(ev, wall) for ev, wall in pairs)
 
 
+# Made-up looks in ms, shaped as run 26's softmax starter was (nothing here is timed): events 0.0272; a first
+# wall look slowed by the host (0.12) overrules them, the second (0.0444, the one recorded) is well within
+# 1.5 x 0.0272 + 0.05. Per name: (events, wall, host) for the first look, (wall, host) for the second.
+FIRST = {"candidate": (0.0272, 0.12, 0.11), "eager": (0.0576, 0.0568, 0.02), "torch.compile": (0.0446, 0.0435, 0.02)}
+SECOND_WALL = {"candidate": (0.0444, 0.04), "eager": (0.0570, 0.02), "torch.compile": (0.0440, 0.02)}
+EVENTS = {name: look[0] for name, look in FIRST.items()}
+
+
 def test_a_slow_first_wall_look_that_a_faster_one_clears_leaves_the_events_standing():
-    # run 26's softmax starter: events 0.0272 ms; a first wall look slowed by the host (0.12 ms) overruled,
-    # the second look's 0.0444 ms (the one recorded) is well within 1.5 x 0.0272 + 0.05
-    first = _times(cand=(0.0272, 0.12, 0.11), eager=(0.0576, 0.0568, 0.02), comp=(0.0446, 0.0435, 0.02))
-    second = Times(events=dict(first.events), wall={"candidate": WallLook(0.0444, 0.04), "eager": WallLook(0.0570, 0.02),
-                                                    "torch.compile": WallLook(0.0440, 0.02)})
+    first = _times(cand=FIRST["candidate"], eager=FIRST["eager"], comp=FIRST["torch.compile"])
+    second = Times(events=dict(first.events), wall={n: WallLook(*look) for n, look in SECOND_WALL.items()})
     assert first.method() == ft.WALL
     chosen, method, why = ft.combine(first, second)
     assert (method, why) == (ft.EVENTS, "")
     fields = chosen.record_fields(method, why)
     assert fields["timed_by"] == "events" and fields["timing_reason"] == ""
-    assert fields["kernel_wall_ms"] == 0.0444 and fields["kernel_event_ms"] == 0.0272
-    assert chosen.reported(method) == {"candidate": 0.0272, "eager": 0.0576, "torch.compile": 0.0446}
+    # the record carries the looks it was given: the events, and the second (recorded) wall look
+    assert fields["kernel_wall_ms"] == SECOND_WALL["candidate"][0] and fields["kernel_event_ms"] == EVENTS["candidate"]
+    assert chosen.reported(method) == EVENTS
 
 
 def test_the_verdict_always_matches_the_recorded_numbers():
@@ -58,13 +64,10 @@ def test_the_verdict_always_matches_the_recorded_numbers():
 
 
 def test_bench_records_events_when_only_the_first_wall_look_overruled(monkeypatch):
-    rec, calls = _fake_gpu(
-        monkeypatch,
-        first={"candidate": (0.0272, 0.12, 0.11), "eager": (0.0576, 0.0568, 0.02), "torch.compile": (0.0446, 0.0435, 0.02)},
-        second_events={},
-        second_wall={"candidate": (0.0444, 0.04), "eager": (0.057, 0.02), "torch.compile": (0.044, 0.02)})
+    rec, calls = _fake_gpu(monkeypatch, first=FIRST, second_events={}, second_wall=SECOND_WALL)
     assert ("candidate", "wall") in calls  # the second look was the wall-clock one
     assert (rec.timed_by, rec.timing_reason) == ("events", "")
-    assert (rec.kernel_ms, rec.eager_ms, rec.compile_ms) == (0.0272, 0.0576, 0.0446)
-    assert rec.kernel_wall_ms == 0.0444 and not _overruled_by_record(vars(rec))
+    # the record carries the made-up looks it was given
+    assert (rec.kernel_ms, rec.eager_ms, rec.compile_ms) == (EVENTS["candidate"], EVENTS["eager"], EVENTS["torch.compile"])
+    assert rec.kernel_wall_ms == SECOND_WALL["candidate"][0] and not _overruled_by_record(vars(rec))
     assert not rec.note.startswith(("launch-bound", "work escapes"))

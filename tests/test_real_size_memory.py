@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from autokernel.engine import harness
+from autokernel.engine import harness, outputs
 from autokernel.engine.fit import BUDGET_ENV, needs_gib, no_fit
 from autokernel.engine.worker import Worker
 from autokernel.kernels import get_spec
@@ -111,7 +111,7 @@ def test_a_worker_passes_the_verdict_on_with_its_footprint():
 
 
 def test_values_are_compared_a_chunk_at_a_time_and_the_worst_is_found_anywhere(monkeypatch):
-    monkeypatch.setattr(harness, "COMPARE_CHUNK", 100)
+    monkeypatch.setattr(outputs, "COMPARE_CHUNK", 100)
     spec = get_spec("softmax")
     ctx = harness.CheckContext(spec, None, "cpu")
     ref = torch.rand(8, 1024, dtype=torch.float64)
@@ -138,7 +138,7 @@ ALIVE = r'''
 import gc, json, os, sys, weakref
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
-from autokernel.engine import harness
+from autokernel.engine import harness, outputs
 from autokernel.engine.problem_spec import problem_spec
 
 problem, other, good, wrong = sys.argv[1:5]
@@ -202,17 +202,18 @@ def test_an_output_checked_outside_the_stages_keeps_to_the_budget_too(monkeypatc
     assert harness.judge_output(spec, right, (x,), torch.float32, "cpu") == ""  # room: float64, nothing to say
 
 
-def test_the_kernelbench_check_compares_a_chunk_at_a_time_and_misses_nothing():
+def test_the_kernelbench_check_compares_a_chunk_at_a_time_and_misses_nothing(monkeypatch):
     """model_new's comparison (KernelBench's allclose and the largest error) over chunks finds an error in
     any chunk, a NaN included, as the whole-tensor comparison would."""
     from autokernel.engine.model_new import _error_and_close
 
+    monkeypatch.setattr(outputs, "COMPARE_CHUNK", 64)
     r = torch.linspace(-1, 1, 1000)
-    assert _error_and_close(r.clone(), r, chunk=64) == (0.0, True)
+    assert _error_and_close(r.clone(), r) == (0.0, True)
     o = r.clone()
     o[700] += 0.5
-    err, close = _error_and_close(o, r, chunk=64)
+    err, close = _error_and_close(o, r)
     assert not close and abs(err - 0.5) < 1e-6
     o = r.clone()
     o[999] = float("nan")
-    assert _error_and_close(o, r, chunk=64)[1] is False
+    assert _error_and_close(o, r)[1] is False
