@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from pool_bench import session_rate  # scripts/ is this script's own folder on sys.path
+
 CLI = [sys.executable, "-m", "autokernel.engine.cli"]
 
 
@@ -97,30 +99,21 @@ def consistency(out: Path) -> dict:
 
 
 def _store_facts(db: Path) -> dict:
-    """Rate, workers and, per target, the best candidate and when it was decided (s after the first experiment)."""
+    """Each optimize session's rate and workers (pool_bench.session_rate) and, per target, the last candidate
+    kept and when it was decided (s after the first experiment)."""
     from autokernel.engine import events as ev
     from autokernel.engine.store import Store
 
     store = Store(db)
     out = []
-    for row in store.sessions():
-        if row.get("kind") not in (None, "optimize"):
-            continue
+    for row in store.sessions(kind="optimize"):
         events = list(store.iter_events(row["id"]))
         written = [e.ts for e in events if isinstance(e, ev.CandidateWritten)]
-        decided = [e for e in events if isinstance(e, ev.Decision)]
-        if not written or not decided:
+        if not written or not any(isinstance(e, ev.Decision) for e in events):
             continue
-        t0 = min(written)
-        span = max(e.ts for e in decided) - t0
-        kept: dict[str, tuple[str, float]] = {}
-        for e in decided:
-            if e.decision in ("kept", "approved"):
-                kept[e.target] = (e.candidate_id, e.ts - t0)
-        out.append({"session": row["id"], "experiments": len(decided), "span_s": span,
-                    "per_hour": len(decided) * 3600.0 / span if span > 0 else None,
-                    "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult) and e.worker}),
-                    "best": {t: {"candidate": c, "decided_s": s} for t, (c, s) in kept.items()}})
+        kept = {e.target: {"candidate": e.candidate_id, "decided_s": e.ts - min(written)}
+                for e in events if isinstance(e, ev.Decision) and e.decision in ("kept", "approved")}
+        out.append({"session": row["id"], **session_rate(events), "best": kept})
     return {"sessions": out}
 
 

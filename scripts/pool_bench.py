@@ -25,7 +25,6 @@ TINY = Path(__file__).resolve().parents[1] / "tests" / "data" / "tiny_softmax.py
 
 def one_run(workers: str, experiments: int) -> dict:
     """One session; its rate of experiments and what it ran them on, read back from its store."""
-    from autokernel.engine import events as ev
     from autokernel.engine.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,11 +39,19 @@ def one_run(workers: str, experiments: int) -> dict:
         store = Store(tmp_path / "s.db")
         (row,) = store.sessions()
         events = list(store.iter_events(row["id"]))
+    return session_rate(events)
+
+
+def session_rate(events: list) -> dict:
+    """Decided experiments over the span from the first experiment written to the last decided (profiling and
+    start-up left out), and the workers that ran them; also what scripts/multigpu_bench.py reports."""
+    from autokernel.engine import events as ev
+
     written = [e.ts for e in events if isinstance(e, ev.CandidateWritten)]
     decided = [e for e in events if isinstance(e, ev.Decision)]
     span = max(e.ts for e in decided) - min(written)
-    return {"experiments": len(decided), "span_s": span, "per_hour": len(decided) * 3600.0 / span,
-            "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult)})}
+    return {"experiments": len(decided), "span_s": span, "per_hour": len(decided) * 3600.0 / span if span > 0 else None,
+            "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult) and e.worker})}
 
 
 def main() -> int:
