@@ -18,7 +18,8 @@ aten fallback) is called through torch and named in the file's `EXTERN` list: th
 candidate today (it computes with a PyTorch op), which is issue 17's "library part" question.
 
 Launch configurations are Inductor's own first heuristic choice (`triton_heuristics.<kind>` configs), written
-as module-level constants (`K0_XBLOCK = 64`), so a tuning move is a one-line diff.
+as module-level constants (`K0_XBLOCK = 64`), so a tuning move is a one-line diff; the heuristic's other
+configs, which Inductor would time on a GPU, are listed beside them (`K0_OTHER_CONFIGS`) for the agent to try.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ class _Kernel:
     constexprs: list[str]
     config: dict  # Inductor's first heuristic choice: block sizes, num_warps, num_stages
     inductor_meta: dict
+    others: list[dict] = field(default_factory=list)  # the heuristic's other configs, in its order
 
 
 def _heuristic_configs(kind: str, kwargs: dict) -> list:
@@ -234,17 +236,23 @@ def _parse_kernel(name: str, index: int, source: str) -> _Kernel:
              "DeviceProperties": DeviceProperties, "__file__": f"{name}.py"}
     kwargs = {k.arg: eval(compile(ast.Expression(k.value), name, "eval"), scope) for k in heuristic.keywords}  # noqa: S307 (Inductor's own literals)
     kind = ast.unparse(heuristic.func).split(".", 1)[1]
-    configs = _heuristic_configs(kind, kwargs)
-    cfg = configs[0]
-    config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    configs = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+               for c in _heuristic_configs(kind, kwargs)]
+    config = configs[0]
     args = kernel.args.args
     constexprs = [a.arg for a in args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)]
     params = [a.arg for a in args if a.arg not in constexprs]
-    missing = [c for c in constexprs if c not in cfg.kwargs]
+    missing = [c for c in constexprs if c not in config]
     if missing:
         raise SeedError(f"kernel {name}: no value for constexpr {', '.join(missing)}")
+    knobs = [*constexprs, "num_warps", "num_stages"]
+    others: list[dict] = []
+    for c in configs[1:]:  # those that set every launch constant, each once, the first choice left out
+        other = {k: c[k] for k in knobs if k in c}
+        if len(other) == len(knobs) and other != {k: config[k] for k in knobs} and other not in others:
+            others.append(other)
     return _Kernel(name, index, [ast.unparse(f) for f in functions], params, constexprs, config,
-                   kwargs.get("inductor_meta") or {})
+                   kwargs.get("inductor_meta") or {}, others)
 
 
 def _grid(kernel: _Kernel, prefix: str) -> tuple[list[str], str]:
@@ -497,6 +505,11 @@ def _problem_source(problem: Path) -> tuple[str, str]:
     return "".join(f"{ln}\n" for ln in future), "\n".join(ln for ln in lines if ln not in future)
 
 
+def _knob_names(config: dict) -> dict:
+    """A config with the names its constants carry in the seed (num_warps -> WARPS, num_stages -> STAGES)."""
+    return {{"num_warps": "WARPS", "num_stages": "STAGES"}.get(k, k): v for k, v in config.items()}
+
+
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
@@ -521,6 +534,10 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
         prefix = f"K{kernel.index}"
         knobs = [f"{prefix}_{k} = {kernel.config[k]}" for k in kernel.constexprs]
         knobs += [f"{prefix}_WARPS = {kernel.config['num_warps']}", f"{prefix}_STAGES = {kernel.config['num_stages']}"]
+        if kernel.others:
+            knobs += ["# The other launch configurations Inductor's heuristic lists for this kernel (on a GPU it times",
+                      "# each and keeps the fastest; this file starts from the first): values of the constants above.",
+                      f"{prefix}_OTHER_CONFIGS = {[_knob_names(c) for c in kernel.others]!r}"]
         parts.append("\n" + "\n".join(knobs) + "\n\n" + "\n\n".join(
             "@triton.jit\n" + src if not src.startswith("@") else src for src in kernel.functions) + "\n")
     forward = textwrap.indent("\n".join(body), " " * 8)

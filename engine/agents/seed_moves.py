@@ -1,4 +1,5 @@
-"""The playbook's moves over an Inductor seed: its launch knobs, one per idea, halved and doubled.
+"""The playbook's moves over an Inductor seed: the configs Inductor would have timed, then its launch knobs,
+one per idea, halved and doubled.
 
 An Inductor seed (engine/inductor_seed.py) writes every launch setting as a module constant
 (`K0_XBLOCK = 64`, `K0_R0_BLOCK`, `K0_WARPS`, `K0_STAGES`), so a move is a one-line change and the
@@ -10,6 +11,7 @@ no stages for a kernel without a loop.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any
 from .base import AgentContext, Idea, Variant
 
 KNOB_LINE = re.compile(r"^(K(\d+)_([A-Z0-9_]+)) = (\d+)$", re.M)
+OTHER_CONFIGS_LINE = re.compile(r"^K(\d+)_OTHER_CONFIGS = (.+)$", re.M)
 MAX_BLOCK = {"X": 4096, "Y": 1024, "Z": 1024, "R": 4096}  # Inductor's own TRITON_MAX_BLOCK
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4)
@@ -95,6 +98,47 @@ def with_knob(source: str, name: str, value: int) -> str:
     return re.sub(rf"^{re.escape(name)} = \d+$", f"{name} = {value}", source, count=1, flags=re.M)
 
 
+def other_configs(source: str) -> dict[int, list[dict[str, int]]]:
+    """Per kernel, the heuristic's other launch configs the seed lists, as its constants: {0: [{"K0_XBLOCK": 1,
+    ...}]}; only configs that name constants the seed has."""
+    knobs = seed_knobs(source)
+    out: dict[int, list[dict[str, int]]] = {}
+    for m in OTHER_CONFIGS_LINE.finditer(source):
+        try:
+            configs = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            continue
+        index = int(m.group(1))
+        for config in configs if isinstance(configs, list) else []:
+            named = {f"K{index}_{k}": v for k, v in config.items()} if isinstance(config, dict) else {}
+            if named and set(named) <= set(knobs) and all(isinstance(v, int) for v in named.values()):
+                out.setdefault(index, []).append(named)
+    return out
+
+
+def _config_ideas(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
+    """One idea per kernel whose other heuristic configs are untried: each config as a variant."""
+    ideas = []
+    for index, configs in sorted(other_configs(ctx.parent_source).items()):
+        fresh = [c for c in configs if _key({**parent, **c}) not in tried][: max(ctx.max_variants, 1)]
+        if not fresh:
+            continue
+        variants = []
+        for config in fresh:
+            source = ctx.parent_source
+            for name, value in config.items():
+                source = with_knob(source, name, value)
+            label = ", ".join(f"{k}={v}" for k, v in config.items() if parent.get(k) != v)
+            variants.append(Variant(source=source, label=label, params={**parent, **config}))
+        hypothesis = (f"{_measured(ctx, None, index)}: Inductor's heuristic lists {len(configs) + 1} launch "
+                      f"configurations for kernel {index} and, on a GPU, times them all and keeps the fastest; the "
+                      f"seed starts from the first, so the others come before any single-knob move. "
+                      f"{_expectation(ctx)}")
+        ideas.append(Idea(tier=1, title=f"K{index}: Inductor's other launch configs ({len(fresh)})",
+                          hypothesis=hypothesis, variants=variants, parent_id=ctx.parent_id))
+    return ideas
+
+
 def _neighbours(knob: SeedKnob) -> list[tuple[str, int]]:
     """The doubled and the halved value (the next ones up and down the knob's values), up first."""
     values = list(knob.values)
@@ -109,7 +153,8 @@ def _key(params: dict) -> str:
 
 
 def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: dict) -> list[Idea]:
-    """One idea per knob of the parent seed: its doubled and halved values, the untried ones."""
+    """Ideas over the parent seed: first each kernel's other heuristic configs, then one idea per knob with its
+    doubled and halved values; only untried ones."""
     knobs = knob_space(ctx.parent_source)
     if not knobs:
         return []
@@ -118,8 +163,10 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
     tried |= {_key(m.params) for _, m in ctx.pool if m.params} | {_key(parent)}
     order = sorted(knobs, key=lambda k: (misses.get(k.name, 0) >= patience, KIND_ORDER[k.kind], k.kernel,
                                          misses.get(k.name, 0), k.name))
-    ideas = []
+    ideas = _config_ideas(ctx, parent, tried)[: max(ctx.max_ideas, 0)]
     for knob in order:
+        if len(ideas) >= max(ctx.max_ideas, 0):
+            break
         moves = [(d, v) for d, v in _neighbours(knob) if _key({**parent, knob.name: v}) not in tried]
         moves = moves[: max(ctx.max_variants, 1)]
         if not moves:
@@ -131,14 +178,13 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
         hypothesis = (f"{_measured(ctx, knob)}: {why}{also}. {_expectation(ctx)}")
         title = f"{knob.name}: {knob.value} -> {' / '.join(str(v) for _, v in moves)}"
         ideas.append(Idea(tier=1, title=title, hypothesis=hypothesis, variants=variants, parent_id=ctx.parent_id))
-        if len(ideas) >= max(ctx.max_ideas, 0):
-            break
     return ideas
 
 
-def _measured(ctx: AgentContext, knob: SeedKnob) -> str:
+def _measured(ctx: AgentContext, knob: SeedKnob | None, kernel: int = 0) -> str:
     m = ctx.parent_measurement
-    head = f"the Inductor-seeded ModelNew ({ctx.dtype}) with {knob.name}={knob.value}"
+    at = f"{knob.name}={knob.value}" if knob else f"kernel {kernel}'s first config"
+    head = f"the Inductor-seeded ModelNew ({ctx.dtype}) with {at}"
     if m is None or m.kernel_ms is None:
         return f"{head}: not timed yet"
     where = "" if ctx.device == "cuda" else " (CPU interpreter: not a GPU number)"
