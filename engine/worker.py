@@ -29,6 +29,9 @@ from typing import Any, Callable
 
 from . import sandbox
 from .results import CRASH, FAIL, PASS, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
+from .worker_messages import (BENCH_REPLIES, CHECK_REPLIES, START_REPLIES, BenchRequest, CheckRequest, Coverage,
+                              Exit, Fault, LoadError, Ready, Record, Reply, Request, Result, StageEnded,
+                              StageStarted)
 
 StageCallback = Callable[[str, str, str, float], None]  # (stage, status, detail, seconds)
 
@@ -97,9 +100,7 @@ class Worker:
         os.close(child_r)
         os.close(child_w)
         self._conn = _Duplex(parent_r, parent_w)
-        msg = self._recv(self.start_timeout, "starting the worker")
-        if msg[0] != "ready":
-            raise WorkerDied(CRASH, f"worker failed to start: {msg}")
+        self._recv(self.start_timeout, "starting the worker", START_REPLIES)
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -153,7 +154,9 @@ class Worker:
         tail = self._last_stderr()
         return f"{why}: {tail}" if tail else why
 
-    def _recv(self, timeout: float, what: str) -> tuple:
+    def _recv(self, timeout: float, what: str, expected: tuple[type, ...]) -> Reply:
+        """The worker's next message, one of the `expected` classes. A worker that dies, stays silent past
+        `timeout` or answers with anything else is killed and raises WorkerDied."""
         assert self._conn is not None
         try:
             ready = self._conn.poll(timeout)
@@ -163,7 +166,7 @@ class Worker:
             self._kill()
             raise WorkerDied(TIMEOUT, f"no answer within {timeout:.0f} s during {what}: killed the worker")
         try:
-            return self._conn.recv()
+            msg = self._conn.recv()
         except (EOFError, OSError, ConnectionResetError):
             if self._proc is not None:
                 try:
@@ -171,9 +174,13 @@ class Worker:
                 except subprocess.TimeoutExpired:
                     pass
             raise WorkerDied(CRASH, self._death_reason(what)) from None
+        if not isinstance(msg, expected):
+            self._kill()
+            raise WorkerDied(CRASH, f"the worker sent an unexpected message during {what}: {_describe(msg)}")
+        return msg
 
     # -- requests ----------------------------------------------------------------------------
-    def _send(self, request: tuple) -> None:
+    def _send(self, request: Request) -> None:
         """Send a request, restarting a worker that died between requests."""
         for attempt in (1, 2):
             self._ensure()
@@ -194,10 +201,9 @@ class Worker:
         report = CheckReport(kernel=kernel, backend=backend, device=self.device, candidate=str(path))
         notify = on_stage or (lambda *a: None)
         try:
-            self._send(("check", {"path": str(path), "kernel": kernel, "backend": backend,
-                                  "extra_shapes": extra_shapes or [], "problem": problem, "size": size,
-                                  "dtypes": list(dtypes or []),
-                                  "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
+            self._send(CheckRequest(path=str(path), kernel=kernel, backend=backend, module=self._module_name(),
+                                    extra_shapes=extra_shapes or [], problem=problem, size=size,
+                                    dtypes=list(dtypes or [])))
         except WorkerDied as e:
             report.error = e.reason
             report.stages = [StageOutcome(STAGES[0], e.status, e.reason)] + [StageOutcome(s, SKIPPED, "") for s in STAGES[1:]]
@@ -208,7 +214,7 @@ class Worker:
         done: dict[str, StageOutcome] = {}
         while True:
             try:
-                msg = self._recv(timeout, current)
+                msg = self._recv(timeout, current, CHECK_REPLIES)
             except WorkerDied as e:
                 stage = current if current in STAGES else STAGES[0]
                 outcome = StageOutcome(stage, e.status, e.reason, time.perf_counter() - started)
@@ -216,36 +222,35 @@ class Worker:
                 notify(stage, e.status, e.reason, outcome.seconds)
                 self._cleanup()
                 break
-            kind = msg[0]
-            if kind == "stage_start":
-                current, started = msg[1], time.perf_counter()
-                # The first stage also compiles the kernel (Triton JIT, autotune, CUDA build).
-                timeout = self.load_timeout if current == STAGES[0] else self.stage_timeout
-                notify(current, "running", "", 0.0)
-            elif kind == "stage_end":
-                o = StageOutcome(**msg[1])
-                done[o.name] = o
-                notify(o.name, o.status, o.detail, o.seconds)
-            elif kind == "coverage":  # the shapes the stages will not run at full size (CPU interpreter)
-                report.skipped_shapes, report.shapes_total = msg[1]["skipped_shapes"], msg[1]["shapes_total"]
-            elif kind == "load_error":
-                report.error = msg[1]
-                o = StageOutcome(STAGES[0], FAIL, msg[1])
-                done[o.name] = o
-                notify(o.name, o.status, o.detail, 0.0)
-            elif kind == "fault":  # the device context is broken: the worker exits after this
-                stage = current if current in STAGES else STAGES[0]
-                o = StageOutcome(stage, CRASH, msg[1], time.perf_counter() - started)
-                done[stage] = o
-                notify(stage, CRASH, msg[1], o.seconds)
-                self._cleanup()
-                break
-            elif kind == "result":
-                if msg[1]:
-                    report.error = report.error or msg[1]
-                if len(msg) > 2:  # the worker retires itself after this answer
+            match msg:
+                case StageStarted(stage):
+                    current, started = stage, time.perf_counter()
+                    # The first stage also compiles the kernel (Triton JIT, autotune, CUDA build).
+                    timeout = self.load_timeout if current == STAGES[0] else self.stage_timeout
+                    notify(current, "running", "", 0.0)
+                case StageEnded(o):
+                    done[o.name] = o
+                    notify(o.name, o.status, o.detail, o.seconds)
+                case Coverage(skipped, total):  # the shapes the stages will not run at full size (CPU interpreter)
+                    report.skipped_shapes, report.shapes_total = skipped, total
+                case LoadError(reason):
+                    report.error = reason
+                    o = StageOutcome(STAGES[0], FAIL, reason)
+                    done[o.name] = o
+                    notify(o.name, o.status, o.detail, 0.0)
+                case Fault(reason):  # the device context is broken: the worker exits after this
+                    stage = current if current in STAGES else STAGES[0]
+                    o = StageOutcome(stage, CRASH, reason, time.perf_counter() - started)
+                    done[stage] = o
+                    notify(stage, CRASH, reason, o.seconds)
                     self._cleanup()
-                break
+                    break
+                case Result(error, exiting):
+                    if error:
+                        report.error = report.error or error
+                    if exiting:  # the worker retires itself after this answer
+                        self._cleanup()
+                    break
         for s in STAGES:
             if s in done:
                 report.stages.append(done[s])
@@ -259,35 +264,36 @@ class Worker:
         """Time a candidate that passed, against eager and torch.compile, at each shape (`problem`: a
         whole-problem ModelNew against the problem's Model)."""
         try:
-            self._send(("bench", {"path": str(path), "kernel": kernel, "backend": backend, "shapes": shapes,
-                                  "dtype": dtype, "with_compile": with_compile, "problem": problem, "size": size,
-                                  "module": f"ak_candidate_{os.getpid()}_{next(self._ids)}"}))
+            self._send(BenchRequest(path=str(path), kernel=kernel, backend=backend, module=self._module_name(),
+                                    shapes=shapes, dtype=dtype, with_compile=with_compile, problem=problem,
+                                    size=size))
         except WorkerDied as e:
             raise RuntimeError(e.reason) from None
         per_shape = self.load_timeout + self.stage_timeout
         records: list[BenchRecord] = []
         while True:
             try:
-                msg = self._recv(per_shape, f"timing {kernel}")
+                msg = self._recv(per_shape, f"timing {kernel}", BENCH_REPLIES)
             except WorkerDied as e:
                 self._cleanup()
                 raise RuntimeError(e.reason) from None
-            if msg[0] == "record":
-                records.append(BenchRecord(**msg[1]))
-            elif msg[0] == "fault":
-                self._cleanup()
-                raise RuntimeError(msg[1])
-            elif msg[0] == "result":
-                if len(msg) > 2:
+            match msg:
+                case Record(record):
+                    records.append(record)
+                case Fault(reason):
                     self._cleanup()
-                if msg[1]:
-                    raise RuntimeError(msg[1])
-                return records
+                    raise RuntimeError(reason)
+                case Result(error, exiting):
+                    if exiting:
+                        self._cleanup()
+                    if error:
+                        raise RuntimeError(error)
+                    return records
 
     def close(self) -> None:
         if self._alive() and self._conn is not None:
             try:
-                self._conn.send(("exit", {}))
+                self._conn.send(Exit())
                 self._proc.wait(timeout=5)
             except Exception:
                 pass
@@ -297,6 +303,10 @@ class Worker:
                 os.unlink(self._stderr_path)
             except OSError:
                 pass
+
+    def _module_name(self) -> str:
+        """A fresh name to import the next candidate under, so no two requests share a module."""
+        return f"ak_candidate_{os.getpid()}_{next(self._ids)}"
 
     def __enter__(self) -> "Worker":
         return self
@@ -309,6 +319,11 @@ class Worker:
             self._kill()
         except Exception:
             pass
+
+
+def _describe(msg: Any) -> str:
+    """A message the engine did not expect, short enough for a stage's detail."""
+    return f"{type(msg).__name__} {msg!r}"[:200]
 
 
 class _Duplex:
@@ -337,15 +352,15 @@ class _Duplex:
 
 # -- the worker side ---------------------------------------------------------------------------
 
-def _spec_for(req: dict, device: str) -> Any:
-    """The kernel type's spec, or a whole problem's (`req["problem"]`, built once per worker)."""
-    if req.get("problem"):
+def _spec_for(req: CheckRequest | BenchRequest, device: str) -> Any:
+    """The kernel type's spec, or a whole problem's (`req.problem`, built once per worker)."""
+    if req.problem:
         from .problem_spec import problem_spec
 
-        return problem_spec(req["problem"], device, req.get("size"))
+        return problem_spec(req.problem, device, req.size)
     from autokernel.kernels import get_spec
 
-    return get_spec(req["kernel"])
+    return get_spec(req.kernel)
 
 
 def _screen_dtypes(spec: Any, names: list[str] | None) -> tuple | None:
@@ -374,25 +389,26 @@ def _serve(conn: _Duplex, device: str) -> None:
         pass
     sandbox.forbid_processes(device)  # the worker's own threads and builds are up: from here, candidates only
     baseline_rss = _resident_bytes()
-    conn.send(("ready", {"pid": os.getpid(), "device": device}))
+    conn.send(Ready(pid=os.getpid(), device=device))
     while True:
         try:
-            kind, req = conn.recv()
+            req = conn.recv()
         except EOFError:
             return
-        if kind == "exit":
+        if isinstance(req, Exit):
             return
-        carry_on = _handle(conn, device, kind, req, baseline_rss)
+        if not isinstance(req, (CheckRequest, BenchRequest)):  # answered, so the engine is not left waiting
+            conn.send(Result(f"the worker does not know this request: {_describe(req)}"))
+            continue
+        carry_on = _handle(conn, device, req, baseline_rss)
         _let_go(device)  # the request's candidate, its inputs and outputs are unreferenced now: hand them back
         if not carry_on:
             return
 
 
-def _handle(conn: _Duplex, device: str, kind: str, req: dict, baseline_rss: int) -> bool:
+def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest, baseline_rss: int) -> bool:
     """One request, answered; False when this worker must exit after it. Everything it built (the bound
     candidate, the check's context) is local here, so none of it outlives the request."""
-    from dataclasses import asdict
-
     from . import guards, harness, precompile, timing
 
     try:
@@ -400,60 +416,61 @@ def _handle(conn: _Duplex, device: str, kind: str, req: dict, baseline_rss: int)
             spec = _spec_for(req, device)
         except Exception as e:  # the problem itself does not load or returns no tensor (or tuple of tensors)
             why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
-            conn.send(("load_error", why))
-            conn.send(("result", why))
+            conn.send(LoadError(why))
+            conn.send(Result(why))
             traceback.print_exc()
             return True
         threads_before = guards.thread_snapshot()
         with guards.untouched() as watch:
             try:
-                fn = harness.bind_candidate(spec, harness.load_candidate(req["path"], req["module"], spec.entry))
+                fn = harness.bind_candidate(spec, harness.load_candidate(req.path, req.module, spec.entry))
                 _refuse_at_import(guards, threads_before)
             except harness.CandidateError as e:
-                conn.send(("load_error", str(e)))
+                conn.send(LoadError(str(e)))
                 if guards.replaced() or guards.threads_left(threads_before):
-                    conn.send(("result", str(e), "exiting"))  # what it left behind stays in this process
+                    conn.send(Result(str(e), exiting=True))  # what it left behind stays in this process
                     return False
-                conn.send(("result", str(e)))
+                conn.send(Result(str(e)))
                 return True
-            if kind == "check":
-                ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req["extra_shapes"]),
-                                           dtypes=_screen_dtypes(spec, req.get("dtypes")))
-                unrun, total = harness.unrun_shapes(ctx)
-                conn.send(("coverage", {"skipped_shapes": unrun, "shapes_total": total}))
-                if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
-                    precompile.warm(ctx, sys.modules.get(req["module"]))
-                for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(("stage_start", s)),
-                                            on_end=lambda o: conn.send(("stage_end", asdict(o)))):
-                    pass
-            elif kind == "bench":
-                for shape in req["shapes"]:
-                    rec = timing.bench(spec, fn, shape, req["dtype"], device, backend=req["backend"],
-                                       with_compile=req.get("with_compile"))
-                    conn.send(("record", asdict(rec)))
+            match req:
+                case CheckRequest():
+                    ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req.extra_shapes),
+                                               dtypes=_screen_dtypes(spec, req.dtypes))
+                    unrun, total = harness.unrun_shapes(ctx)
+                    conn.send(Coverage(unrun, total))
+                    if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
+                        precompile.warm(ctx, sys.modules.get(req.module))
+                    for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(StageStarted(s)),
+                                                on_end=lambda o: conn.send(StageEnded(o))):
+                        pass
+                case BenchRequest():
+                    for shape in req.shapes:
+                        rec = timing.bench(spec, fn, shape, req.dtype, device, backend=req.backend,
+                                           with_compile=req.with_compile)
+                        conn.send(Record(rec))
         changed = watch.changed()
         if changed:
             # The candidate replaced torch functions: its verdict, and every later reference in
             # this process, would be suspect. Reject it and end this worker.
-            conn.send(("result", f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
-                       "exiting"))
+            conn.send(Result(f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
+                             exiting=True))
             return False
         # A later candidate must not share the process with threads left running, nor inherit what a hog
         # allocated (it stays with its module): a fresh worker for the next.
         if guards.threads_left(threads_before) or _grown(baseline_rss):
-            conn.send(("result", "", "exiting"))
+            conn.send(Result("", exiting=True))
             return False
-        conn.send(("result", ""))
+        conn.send(Result(""))
         return True
     except harness.DeviceFault as e:
-        conn.send(("fault", f"device fault: {e}"))
+        conn.send(Fault(f"device fault: {e}"))
         return False
     except Exception as e:
         if harness.is_device_fault(e):
-            conn.send(("fault", f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
+            conn.send(Fault(f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
             return False
         retire = isinstance(e, MemoryError) or _grown(baseline_rss)
-        conn.send(("result", f"{type(e).__name__}: {harness._first_line(e)}", *(("exiting",) if retire else ())))
+        conn.send(Result(f"{type(e).__name__}: {harness._first_line(e)}", exiting=retire))
         traceback.print_exc()
         return not retire
 
