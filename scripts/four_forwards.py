@@ -8,6 +8,7 @@ it goes, then every subset measured and the one chosen. `-o FILE` also writes th
 the search as JSON.
 
     python scripts/four_forwards.py --device cuda --size large            (the bundled Llama on a GPU)
+    python scripts/four_forwards.py --model my_model.py --device cuda     (the types its profile finds)
     python scripts/four_forwards.py --model vit --kinds layernorm,softmax --device cuda --size large
     python scripts/four_forwards.py --kinds rmsnorm,fused_mlp --backend cuda -o out.json
 """
@@ -21,7 +22,17 @@ import tempfile
 import threading
 from pathlib import Path
 
-KINDS = "rmsnorm,rotary_embedding,flash_attention,fused_mlp,cross_entropy"
+
+def profiled_kinds(model: str, device: str, size: str, backend: str) -> list[str]:
+    """The kernel types the profiler finds in the model that have a `backend` starter, in Amdahl order."""
+    from autokernel.engine.model_loading import load_model
+    from autokernel.engine.profiling import profile_model
+    from autokernel.kernels import available, get_spec
+
+    known = set(available())
+    rows = profile_model(load_model(model, device, size=size), iters=2, with_stack=True).rows
+    kinds = dict.fromkeys(r.kind for r in rows if r.kind in known and backend in get_spec(r.kind).starters)
+    return list(kinds)
 
 
 def _follow(path: Path, done: threading.Event) -> None:
@@ -59,13 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="llama", help="a bundled example's name, or a model file")
     p.add_argument("--device", default="cuda")
     p.add_argument("--size", default="large")
-    p.add_argument("--kinds", default=KINDS, help=f"comma-separated kernel types (default {KINDS})")
+    p.add_argument("--kinds", help="comma-separated kernel types (default: those the model's profile finds)")
     p.add_argument("--backend", default="triton")
     p.add_argument("-o", "--out", help="write the result as JSON here")
     args = p.parse_args(argv)
     model = args.model if args.model.endswith(".py") else str(example_path(args.model))
+    kinds = args.kinds.split(",") if args.kinds else profiled_kinds(model, args.device, args.size, args.backend)
+    if not kinds:
+        print("the model's profile finds no kernel type with a starter: nothing to swap in", file=sys.stderr)
+        return 1
+    print(f"kept kernels: the {args.backend} starters of {', '.join(kinds)}", flush=True)
     kernels = []
-    for kind in args.kinds.split(","):
+    for kind in kinds:
         starter = Path(get_spec(kind).starters[args.backend])
         kernels.append({"kind": kind, "candidate_id": f"{kind}-starter-{args.backend}", "source": starter.read_text()})
     with tempfile.TemporaryDirectory() as work:

@@ -142,7 +142,9 @@ step_pace() {
 step_forwards() {
   # Issue 18: eager, torch.compile, patched and patched + torch.compile in interleaved rounds, with the
   # starters kept: the bundled Llama, and the ViT (written unlike the kernel types: not tuned for).
-  "$PY" scripts/four_forwards.py --device "$DEVICE" --size "$SIZE" -o "$RESULTS/forwards_llama.json" \
+  # The kinds named keep earlier runs comparable (left out, the script takes those the model's profile finds).
+  "$PY" scripts/four_forwards.py --kinds "${LLAMA_KINDS:-rmsnorm,rotary_embedding,flash_attention,fused_mlp,cross_entropy}" \
+    --device "$DEVICE" --size "$SIZE" -o "$RESULTS/forwards_llama.json" \
     > "$RESULTS/forwards_llama.txt" 2>&1; echo "forwards llama rc=$?"; cat "$RESULTS/forwards_llama.txt" | tail -25
   "$PY" scripts/four_forwards.py --model vit --kinds "${VIT_KINDS:-layernorm,softmax}" --device "$DEVICE" --size "$SIZE" \
     -o "$RESULTS/forwards_vit.json" > "$RESULTS/forwards_vit.txt" 2>&1; echo "forwards vit rc=$?"; tail -25 "$RESULTS/forwards_vit.txt"
