@@ -13,6 +13,9 @@ Few, wide rows (a sum over several trailing dims) would leave most SMs idle at o
 so each row is then split into chunks over a 2-D grid: one kernel writes each chunk's fp32 sum, a
 second adds a row's partials in a fixed order, so the split result is as repeatable as the rest
 (`split_plan` holds the rule, its module constants are the knobs).
+
+This file is also the playbook's reduce template: the knob constants below are what the playbook agent
+moves (playbook/templates/reduce.py gives each one's reason); their values here are the starter's own.
 """
 
 import functools
@@ -35,39 +38,76 @@ SPLIT_ROWS_PER_SM = 4
 SPLIT_PROGRAMS_PER_SM = 8
 SPLIT_BLOCK = 4096
 
+# Knobs, each with its playbook tier. 0 picks the starter's own rule where a knob has one.
+NUM_WARPS = 0  # tier 1, launch shape (0: by the tile, see `_row_warps`)
+NUM_STAGES = 3  # tier 1, launch shape (3 is Triton's default on NVIDIA GPUs)
+ROWS_PER_PROGRAM = 0  # tier 2, memory access (0: narrow rows packed up to ROW_TILE elements)
+PERSISTENT = 0  # tier 2, memory access (programs per SM looping over row tiles; 0: one program per tile)
+LOAD_EVICTION = 'evict_first'  # tier 2, memory access
+MAX_BLOCK_N = 4096  # tier 2, memory access
+ACC_FP32 = True  # tier 3, compute
+SPLIT = 0  # tier 4, algorithm (chunks of every row; 0: by `split_plan`, 1: never)
+AUTOTUNE = False  # tier 4, algorithm (triton.autotune picks the row kernel's warps)
+EVEN_MASKS = True  # tier 6, kernel-specific (unmasked loads when rows and width divide into whole tiles)
+
 
 @triton.jit
-def _row_sum_kernel(x_ptr, out_ptr, n_rows, stride_x, N_COLS: tl.constexpr, ROWS: tl.constexpr,
-                    BLOCK_N: tl.constexpr, WHOLE_TILES: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+def _sum_row_tile(x_ptr, out_ptr, first_row, n_rows, stride_x, N_COLS: tl.constexpr, ROWS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, WHOLE_TILES: tl.constexpr, EVICTION: tl.constexpr,
+                  ACC_FP32: tl.constexpr):
+    """The sums of the ROWS rows from `first_row` (int64)."""
+    acc_dtype = tl.float32 if ACC_FP32 else x_ptr.dtype.element_ty
+    rows = first_row + tl.arange(0, ROWS)
     row_ok = rows < n_rows
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros((ROWS, BLOCK_N), tl.float32)
+    acc = tl.zeros((ROWS, BLOCK_N), acc_dtype)
     for start in range(0, N_COLS, BLOCK_N):
         idx = start + cols
         ptrs = x_ptr + rows[:, None] * stride_x + idx[None, :]
         if WHOLE_TILES:  # every row and column of every tile exists: no masks
-            acc += tl.load(ptrs, eviction_policy="evict_first").to(tl.float32)
+            acc += tl.load(ptrs, eviction_policy=EVICTION).to(acc_dtype)
         else:
             mask = row_ok[:, None] & (idx < N_COLS)[None, :]
             acc += tl.load(ptrs, mask=mask, other=0.0,
-                           eviction_policy="evict_first").to(tl.float32)
+                           eviction_policy=EVICTION).to(acc_dtype)
     total = tl.sum(acc, axis=1)
     tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_ok)
 
 
 @triton.jit
-def _chunk_sum_kernel(x_ptr, part_ptr, n_cols, stride_x, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The fp32 sum of one chunk of one row."""
+def _row_sum_kernel(x_ptr, out_ptr, n_rows, stride_x, N_COLS: tl.constexpr, ROWS: tl.constexpr,
+                    BLOCK_N: tl.constexpr, WHOLE_TILES: tl.constexpr, EVICTION: tl.constexpr,
+                    ACC_FP32: tl.constexpr, PERSISTENT: tl.constexpr):
+    if PERSISTENT:  # a fixed grid walks the row tiles
+        for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            _sum_row_tile(x_ptr, out_ptr, tl.cast(tile, tl.int64) * ROWS, n_rows, stride_x, N_COLS, ROWS, BLOCK_N,
+                          WHOLE_TILES, EVICTION, ACC_FP32)
+    else:
+        _sum_row_tile(x_ptr, out_ptr, tl.program_id(0).to(tl.int64) * ROWS, n_rows, stride_x, N_COLS, ROWS, BLOCK_N,
+                      WHOLE_TILES, EVICTION, ACC_FP32)
+
+
+if AUTOTUNE:
+    # The CPU interpreter cannot time configs, so it gets the first one.
+    _CONFIGS = [triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]
+    _row_sum_kernel = triton.autotune(configs=_CONFIGS[:1] if INTERPRETED else _CONFIGS,
+                                      key=["N_COLS", "ROWS", "BLOCK_N"])(_row_sum_kernel)
+
+
+@triton.jit
+def _chunk_sum_kernel(x_ptr, part_ptr, n_cols, stride_x, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr,
+                      EVICTION: tl.constexpr, ACC_FP32: tl.constexpr):
+    """The sum of one chunk of one row (stored in fp32)."""
+    acc_dtype = tl.float32 if ACC_FP32 else x_ptr.dtype.element_ty
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
     x_row = x_ptr + row * stride_x
     first = chunk.to(tl.int64) * CHUNK
     cols = tl.arange(0, BLOCK_N)
-    acc = tl.zeros((BLOCK_N,), tl.float32)
+    acc = tl.zeros((BLOCK_N,), acc_dtype)
     for start in range(0, CHUNK, BLOCK_N):
         idx = first + start + cols
-        acc += tl.load(x_row + idx, mask=idx < n_cols, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        acc += tl.load(x_row + idx, mask=idx < n_cols, other=0.0, eviction_policy=EVICTION).to(acc_dtype)
     tl.store(part_ptr + row * tl.num_programs(1) + chunk, tl.sum(acc, axis=0))
 
 
@@ -104,6 +144,25 @@ def split_plan(n_rows, n_cols, num_sms):
     return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
 
 
+def fixed_split(n_cols, parts):
+    """(chunks, chunk length, tile) cutting every row into about `parts` chunks of whole tiles (SPLIT > 1)."""
+    if parts < 2 or not n_cols:
+        return None
+    per_chunk = triton.cdiv(n_cols, parts)
+    block = min(triton.next_power_of_2(per_chunk), MAX_BLOCK_N)
+    chunk = triton.cdiv(per_chunk, block) * block  # chunks start on tile edges
+    chunks = triton.cdiv(n_cols, chunk)
+    return (chunks, chunk, block) if chunks > 1 else None
+
+
+def _row_warps(block_n, rows):
+    """NUM_WARPS, or at 0 the rule: rows of 4096 or more get 16 warps (ahead of 8 in the probes); packed
+    narrow rows keep 8 (16 was slower). Numbers: docs/results/kernel_notes.md."""
+    if NUM_WARPS:
+        return NUM_WARPS
+    return 16 if block_n >= 4096 else (8 if rows * block_n >= 4096 else 4)
+
+
 def kernel_fn(x):
     n_cols = x.shape[-1] if x.dim() else 1
     x2d = x.reshape(-1, n_cols)
@@ -111,21 +170,24 @@ def kernel_fn(x):
         x2d = x2d.contiguous()
     n_rows = x2d.shape[0]
     out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
-    plan = split_plan(n_rows, n_cols, _num_sms(x.device)) if n_rows else None
+    plan = None
+    if n_rows:
+        plan = split_plan(n_rows, n_cols, _num_sms(x.device)) if SPLIT == 0 else fixed_split(n_cols, SPLIT)
     if plan is not None:
         chunks, chunk, block = plan
         partials = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
         _chunk_sum_kernel[(n_rows, chunks)](x2d, partials, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block,
-                                            num_warps=16 if block >= 4096 else 8)
+                                            EVICTION=LOAD_EVICTION, ACC_FP32=ACC_FP32,
+                                            num_warps=NUM_WARPS or (16 if block >= 4096 else 8), num_stages=NUM_STAGES)
         _add_partials_kernel[(n_rows,)](partials, out, chunks, CHUNKS=triton.next_power_of_2(chunks), num_warps=4)
     elif n_rows:
-        block_n = min(triton.next_power_of_2(n_cols), 4096)
-        rows = max(1, min(MAX_ROWS, ROW_TILE // block_n))
-        # Rows of 4096 or more get 16 warps (ahead of 8 in the probes); packed narrow rows keep 8 (16 was
-        # slower). Numbers: docs/results/kernel_notes.md.
-        warps = 16 if block_n >= 4096 else (8 if rows * block_n >= 4096 else 4)
-        whole = n_rows % rows == 0 and n_cols % block_n == 0
-        _row_sum_kernel[(triton.cdiv(n_rows, rows),)](
-            x2d, out, n_rows, x2d.stride(0), N_COLS=n_cols, ROWS=rows, BLOCK_N=block_n, WHOLE_TILES=whole,
-            num_warps=warps)
+        block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
+        rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
+        whole = EVEN_MASKS and n_rows % rows == 0 and n_cols % block_n == 0
+        tiles = triton.cdiv(n_rows, rows)
+        grid = (min(tiles, PERSISTENT * _num_sms(x.device)),) if PERSISTENT else (tiles,)
+        launch = {} if AUTOTUNE else {"num_warps": _row_warps(block_n, rows), "num_stages": NUM_STAGES}
+        _row_sum_kernel[grid](x2d, out, n_rows, x2d.stride(0), N_COLS=n_cols, ROWS=rows, BLOCK_N=block_n,
+                              WHOLE_TILES=whole, EVICTION=LOAD_EVICTION, ACC_FP32=ACC_FP32,
+                              PERSISTENT=PERSISTENT, **launch)
     return out.reshape(x.shape[:-1])
