@@ -8,6 +8,10 @@ small ones, and everything under TRITON_INTERPRET=1 (CPU, where autotuning would
 in the interpreter), use one small tile. Under the interpreter bf16 tiles are widened to fp32
 before tl.dot (the interpreter's bf16 dot returns garbage; exact, since the product of two bf16
 values fits in fp32).
+
+The knobs below are this file's variants, the playbook agent's space (playbook/templates/matmul.py):
+each is read by the launch code or passed to the kernel as a constexpr, and at the values written
+here the starter runs as described above.
 """
 
 import os
@@ -18,6 +22,21 @@ import triton.language as tl
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
+# Knobs, each with its playbook tier. A tile knob of None leaves that part of the tile to the lists
+# below; set, it replaces it in every tile (the autotuned ones too).
+BLOCK_M = None  # tier 1, launch shape
+BLOCK_N = None  # tier 1, launch shape
+BLOCK_K = None  # tier 1, launch shape
+NUM_WARPS = None  # tier 1, launch shape
+NUM_STAGES = None  # tier 1, launch shape
+GROUP_M = 8  # tier 2, memory access: tile rows per group of programs that share B tiles in L2
+INPUT_PRECISION = 'ieee'  # tier 3, compute: the dot of fp32 inputs, 'ieee' (exact) or 'tf32'
+SPLIT_K = 1  # tier 4, algorithm: programs per output tile along K; a second pass adds their partials in order
+AUTOTUNE = True  # tier 4, algorithm: autotune over TUNED_TILES from AUTOTUNE_MIN_WORK up (False: SMALL_TILE always)
+TMA = False  # tier 5, Hopper: A and B tiles through tensor descriptors where the layout allows
+WARP_SPECIALIZE = False  # tier 5, Hopper: producer and consumer warps in the K loop
+EVEN_K = True  # tier 6, kernel-specific: no masks in the K loop when K is a multiple of BLOCK_K
+
 # Autotuned on a GPU for problems big enough to repay it (each config is compiled per dtype, then
 # timed); small problems, and everything under the interpreter, use SMALL_TILE directly.
 TUNED_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): H100 bf16/fp16 favourites first
@@ -27,16 +46,22 @@ TUNED_TILES = [  # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): H100 bf16
     (64, 128, 64, 4, 4),
     (64, 64, 32, 4, 4),  # fits fp32 (IEEE) shared-memory budgets
 ]
-SMALL_TILE = ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
+SMALL_TILE = (64, 64, 32, 4, 3)
 AUTOTUNE_MIN_WORK = 1 << 24  # M*N*K below this (256**3) is launch-bound: no autotuning
 
 
-@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+def _with_knobs(tile):
+    """`tile` (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) with each tile knob that is set in place."""
+    return tuple(own if knob is None else knob for own, knob in zip(tile, (BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES)))
+
+
+@triton.heuristics({"EVEN_K": lambda args: EVEN_K and args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                    IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+                   GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
+                   WARP_SPECIALIZE: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -56,10 +81,28 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    if USE_TMA:  # parts of a tile past an edge read as zeros: no masks, no wrapped rows
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+
+    # This program's K steps: all of them, or with SPLIT_K one slice, its partial sums stored in rows
+    # [split * M, split * M + M) of a [SPLIT_K * M, N] fp32 buffer.
+    k_first = 0
+    k_last = tl.cdiv(K, BLOCK_K)
+    if SPLIT_K > 1:
+        per_split = tl.cdiv(k_last, SPLIT_K)
+        k_first = tl.program_id(1) * per_split
+        k_last = min(k_first + per_split, k_last)
+        a_ptrs += k_first * BLOCK_K * stride_ak
+        b_ptrs += k_first * BLOCK_K * stride_bk
+        c_ptr += tl.program_id(1).to(tl.int64) * M * stride_cm
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
+    for k in tl.range(k_first, k_last, warp_specialize=WARP_SPECIALIZE):
+        if USE_TMA:
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+        elif EVEN_K:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
         else:
@@ -86,9 +129,22 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _add_splits(partial_ptr, c_ptr, MN, N, stride_cm, stride_cn, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+    """c = the SPLIT_K partial products of a contiguous [SPLIT_K * M, N] fp32 buffer, added in split order
+    (so the result repeats bit for bit)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for _ in tl.static_range(SPLIT_K):
+        acc += tl.load(partial_ptr + offs, mask=mask, other=0.0)
+        partial_ptr += MN
+    tl.store(c_ptr + (offs // N) * stride_cm + (offs % N) * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
 _matmul_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=st)
-             for m, n, k, w, st in TUNED_TILES],
+    configs=[triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": GROUP_M}, num_warps=w, num_stages=st)
+             for m, n, k, w, st in dict.fromkeys(map(_with_knobs, TUNED_TILES))],
     key=["M", "N", "K", "IEEE", "UPCAST"],
 )(_matmul_kernel)
 
@@ -96,6 +152,19 @@ _matmul_tuned = triton.autotune(
 def _span(t):
     """The largest element offset a 2-D tensor's strides reach."""
     return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+
+
+def _tma_ready(a, b):
+    """True where A and B can be read through tensor descriptors: Triton has them, the GPU is Hopper or
+    newer (or the interpreter runs), rows are unit-stride and rows and bases 16-byte aligned."""
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    if a.is_cuda and torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    if not all(t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (a, b)):
+        return False
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
+    return True
 
 
 def matmul(a, b, out=None):
@@ -107,15 +176,25 @@ def matmul(a, b, out=None):
         return c
     if K == 0:
         return c.fill_(0)
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    flags = dict(IEEE=a.dtype == torch.float32, UPCAST=INTERPRETED and a.dtype == torch.bfloat16,
-                 INT64=max(_span(a), _span(b), _span(c)) >= 2**31)
-    if INTERPRETED or M * N * K < AUTOTUNE_MIN_WORK:
-        tile, warps, stages = SMALL_TILE
-        _matmul_kernel[grid](*args, **flags, **tile, num_warps=warps, num_stages=stages)
+    use_tma = False
+    if TMA:
+        a, b = a.contiguous(), b.contiguous()
+        use_tma = _tma_ready(a, b)
+    target, grid = c, lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+    if SPLIT_K > 1:  # partial products in fp32, one [M, N] block of rows per split
+        target = torch.empty((SPLIT_K * M, N), dtype=torch.float32, device=a.device)
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), SPLIT_K)
+    args = (a, b, target, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), target.stride(0), target.stride(1))
+    flags = dict(IEEE=a.dtype == torch.float32 and INPUT_PRECISION == "ieee", UPCAST=INTERPRETED and a.dtype == torch.bfloat16,
+                 INT64=max(_span(a), _span(b), _span(target)) >= 2**31, SPLIT_K=SPLIT_K, USE_TMA=use_tma,
+                 WARP_SPECIALIZE=WARP_SPECIALIZE)
+    if not AUTOTUNE or INTERPRETED or M * N * K < AUTOTUNE_MIN_WORK:
+        m, n, k, warps, stages = _with_knobs(SMALL_TILE)
+        _matmul_kernel[grid](*args, **flags, BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=GROUP_M, num_warps=warps, num_stages=stages)
     else:
         _matmul_tuned[grid](*args, **flags)
+    if SPLIT_K > 1:
+        _add_splits[(triton.cdiv(M * N, 1024),)](target, c, M * N, N, c.stride(0), c.stride(1), SPLIT_K=SPLIT_K, BLOCK=1024)
     return c
 
 

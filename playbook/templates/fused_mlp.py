@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from . import Knob, knob_header
 from ._source import IMPORTS, INTERPRETER_NOTE, TMA_READY, fill, join
-from .matmul import GROUP_M_SWIZZLE, group_order
 
 KERNEL = "fused_mlp"
 METRIC = "TFLOP/s"
@@ -61,6 +60,36 @@ DEFAULTS = {
     "tma": True,
     "warp_specialize": False,
 }
+
+def group_order(index: str) -> str:
+    """Lines that place tile number `index` in group-M order (pid_m, pid_n), from num_pid_m and num_pid_n:
+    GROUP_M tile rows at a time, so the programs that run together share B tiles in L2."""
+    return fill(
+        """
+        num_pid_in_group = GROUP_M * num_pid_n
+        group_id = <<index>> // num_pid_in_group
+        first_pid_m = group_id * GROUP_M
+        group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + ((<<index>> % num_pid_in_group) % group_size_m)
+        pid_n = (<<index>> % num_pid_in_group) // group_size_m
+        """,
+        index=index,
+    )
+
+
+GROUP_M_SWIZZLE = fill(
+    """
+    # Group-M swizzle: programs that run together share B tiles in L2.
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid = tl.program_id(0)
+    <<order>>
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    """,
+    order=group_order("pid"),
+)
+
 
 _UPCAST = """
     if DOT_UPCAST:  # the CPU interpreter's dot mishandles bf16; never set on a GPU
