@@ -7,6 +7,11 @@ and advances it again on the engine thread when the answer arrives; stage progre
 So the engine thread stays the only one that emits events or writes the store, and with one worker every call
 runs inline on the engine thread, event for event as a search without a pool.
 
+The pool pulls the next experiment whenever a worker is free, so the search can propose its next round while
+the last ones of a round still run. When it has nothing to start yet (its proposal is still running, or a
+plateau waits for the experiments under way), it yields None: the pool pulls it again once a running
+experiment has ended. With one worker nothing is running when it is pulled, so it never waits.
+
 Timed work never shares a GPU: each worker owns one device (`CUDA_VISIBLE_DEVICES` set to it alone) and runs
 one call at a time, and a candidate's bench times it, eager and torch.compile together in that call.
 A worker whose call raises `WorkerLost` (a Ray actor or its node gone) is dropped and logged, and that call
@@ -69,22 +74,32 @@ class WorkerPool:
         self.current: Any = self.workers[0]  # the worker of the experiment the engine thread is advancing
         self.inline = len(self.workers) == 1  # one worker: its calls run on the engine thread, as without a pool
         self._inbox: queue.Queue = queue.Queue()
+        self._running: set[int] = set()
 
-    def run(self, starts: Iterator[Experiment], hold: Callable[[], bool] = lambda: False) -> None:
+    @property
+    def running(self) -> int:
+        """How many experiments have started and not ended (as `starts` sees it when pulled)."""
+        return len(self._running)
+
+    def run(self, starts: Iterator[Experiment | None], hold: Callable[[], bool] = lambda: False) -> None:
         """Run the experiments `starts` yields, each on a free worker, until it is exhausted and every
         experiment has ended. `starts` is pulled only when a worker is free (it may wait out a pause, or
-        stop by returning); `hold()` true keeps it unpulled while experiments are still running. An error
+        stop by returning); `hold()` true keeps it unpulled while experiments are still running. A None
+        from `starts` means nothing to start now: it is pulled again after the next running experiment
+        ends (a None while none runs would wait forever, and is raised as `starts`'s error). An error
         raised by an experiment or by `starts` (StopLoop) is raised once the running ones have ended."""
         if not self.workers:
             raise WorkerLost("every worker of the pool was lost")
         free = deque(self.workers)
-        running: set[int] = set()
+        running = self._running
+        running.clear()
         displaced: deque[_Job] = deque()  # calls whose worker was lost, waiting for another
         error: BaseException | None = None
         more = True
+        waiting = False  # `starts` has nothing to start until a running experiment ends
 
         def advance(job: _Job, value: Any = None, thrown: BaseException | None = None) -> None:
-            nonlocal error
+            nonlocal error, waiting
             self.current = job.worker
             try:
                 job.call = job.gen.throw(thrown) if thrown is not None else job.gen.send(value)
@@ -95,6 +110,7 @@ class WorkerPool:
                 error = error or e
             if job.call is None:
                 running.discard(id(job))
+                waiting = False
                 if job.worker in self.workers:
                     free.append(job.worker)
             else:
@@ -105,14 +121,19 @@ class WorkerPool:
                 job = displaced.popleft()
                 job.worker = free.popleft()
                 self._submit(job)
-            while more and free and not displaced and error is None and not (running and hold()):
+            while more and free and not displaced and not waiting and error is None and not (running and hold()):
                 try:
                     gen = next(starts)
+                    if gen is None and not running:
+                        raise RuntimeError("the search waits for an experiment to end while none is running")
                 except StopIteration:
                     more = False
                     break
                 except BaseException as e:
                     error, more = e, False
+                    break
+                if gen is None:
+                    waiting = True
                     break
                 job = _Job(gen, free.popleft())
                 running.add(id(job))

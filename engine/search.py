@@ -3,8 +3,8 @@
 Round after round the best few kernels of the pool are the seeds; the agent proposes ideas for each
 seed, every variant of an idea is one experiment (written, checked in five stages, timed if it
 passed, then kept or discarded). An experiment is a generator that yields each call it needs of a
-worker (`pool.Call`), so a pool of workers runs a round's variants side by side while this thread
-alone emits their events. A candidate is better only if it beats the best by more than the
+worker (`pool.Call`), so a pool of workers runs a round's variants side by side, and the next round's
+beside the last of this one, while this thread alone emits their events. A candidate is better only if it beats the best by more than the
 noise margin; in `ask` mode it waits for the person first. The target ends on a plateau, when the
 agent has nothing new, when a budget runs out, or when the person skips it. Every step is an event
 and the loop reads its state back from the fold of those events (`search_state`), so a resumed
@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generator, Iterator
@@ -169,38 +170,59 @@ class TargetSearch:
             # it passed but its timing failed: no measurement to beat, so no round can be judged
             fit = no_fit(starter.reason, ctx.device)
             return self._done("no-fit" if fit else "untimed", fit or f"{UNTIMED}: {starter.reason.removeprefix('timing failed: ')}")
+        ended: list[tuple[str, str]] = []
+        self._drive(self._rounds(ended))
+        return self._done(*ended[0])  # once the experiments under way have been decided
+
+    def _rounds(self, ended: list[tuple[str, str]]) -> Iterator[Experiment | None]:
+        """Round after round of experiments, pulled whenever a worker is free; why the target ends goes to `ended`.
+
+        A round's next variant is started, or, when the round's are all started, the next round is proposed at
+        once, even while experiments of the last one still run, so a free worker never waits for a round to
+        finish. The agent then sees the results decided so far; what is running is already in `seen`. None
+        waits for a running experiment to end: a proposal with nothing new, or a plateau or ceiling, decides
+        nothing while a result that may change it is still to come, and nothing starts while the experiments
+        under way could reach the plateau by themselves (so it counts the same experiments on any number of
+        workers). A budget, a skip or a stop ends the target at once (the experiments under way are still
+        decided); an agent that failed too often, too."""
+        pool, t = self.ctx.worker, self.t
+        queue: deque[tuple[dict, Variant, CandidateRecord]] = deque()
         while True:
-            reason = self._check_controls(budget=True)
-            if reason:
-                return reason
-            if t.since_improvement >= ctx.limits.plateau:
-                return self._done("plateau", f"no new best in {t.since_improvement} experiments")
-            at = self._at_ceiling()
-            if at:
-                return self._done("ceiling", f"the best is at {at:.0%} of the measured ceiling")
-            queue = self._propose_round()
-            if not queue and self._agent_failed and self._agent_failures < AGENT_FAILURES_ALLOWED:
+            why = self._halt(budget=True)
+            if why:
+                ended.append(why)
+                return
+            why = self._settled()
+            if why or t.since_improvement + pool.running >= self.ctx.limits.plateau:
+                if pool.running:
+                    yield None
+                    continue
+                ended.append(why)
+                return
+            if queue:
+                yield self._experiment(*queue.popleft())
+                continue
+            queue.extend(self._propose_round())
+            if queue or (self._agent_failed and self._agent_failures < AGENT_FAILURES_ALLOWED):
                 continue  # the agent failed (network, parse): ask again, a few times, before giving up
-            if not queue:
-                return self._done("exhausted", "the agent failed repeatedly" if self._agent_failed
-                                  else "the agent has no new ideas for this target")
-            halted: list[tuple[str, str]] = []
+            if pool.running and not self._agent_failed:
+                yield None
+                continue
+            ended.append(("exhausted", "the agent failed repeatedly" if self._agent_failed
+                          else "the agent has no new ideas for this target"))
+            return
 
-            def variants() -> Iterator[Experiment]:  # pulled whenever a worker is free
-                for idea, variant, parent in queue:
-                    why = self._halt(budget=True)
-                    if why:
-                        halted.append(why)
-                        return
-                    if t.since_improvement >= ctx.limits.plateau or self._at_ceiling():
-                        return
-                    yield self._experiment(idea, variant, parent)
+    def _settled(self) -> tuple[str, str] | None:
+        """A plateau, or the best at the ceiling: the target is done unless an experiment under way changes it."""
+        t = self.t
+        if t.since_improvement >= self.ctx.limits.plateau:
+            return "plateau", f"no new best in {t.since_improvement} experiments"
+        at = self._at_ceiling()
+        if at:
+            return "ceiling", f"the best is at {at:.0%} of the measured ceiling"
+        return None
 
-            self._drive(variants())
-            if halted:  # the target ends once the experiments under way have been decided
-                return self._done(*halted[0])
-
-    def _drive(self, experiments: Iterator[Experiment]) -> None:
+    def _drive(self, experiments: Iterator[Experiment | None]) -> None:
         """Run experiments on the pool's workers; a pause keeps new ones from starting."""
         self.ctx.worker.run(experiments, hold=lambda: self.ctx.control.paused or self.ctx.control.stop_requested)
 
