@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from pool_bench import session_rate  # scripts/ is this script's own folder on sys.path
+from pool_bench import busy_line, session_rate  # scripts/ is this script's own folder on sys.path
 
 CLI = [sys.executable, "-m", "autokernel.engine.cli"]
 
@@ -205,8 +205,8 @@ def _print_summary(result: dict) -> None:
         base = base or s["per_hour"]
         best = ", ".join(f"{t}={b['candidate']}@{b['decided_s']:.0f}s" for t, b in sorted(s["best"].items()))
         print(f"  {name}: {s['experiments']} experiments in {s['span_s']:.0f} s = {s['per_hour']:.0f}/h "
-              f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); workers {s['workers']}; "
-              f"best {best}")
+              f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); "
+              f"{busy_line(s.get('busy') or {})}; best {best}")
     for name, run in result["runs"].items():
         doc = run.get("out") if name.startswith("kb") else None
         if doc:

@@ -44,14 +44,56 @@ def one_run(workers: str, experiments: int) -> dict:
 
 def session_rate(events: list) -> dict:
     """Decided experiments over the span from the first experiment written to the last decided (profiling and
-    start-up left out), and the workers that ran them; also what scripts/multigpu_bench.py reports."""
+    start-up left out), the workers that ran them and how busy each was; also what scripts/multigpu_bench.py
+    reports."""
     from autokernel.engine import events as ev
 
     written = [e.ts for e in events if isinstance(e, ev.CandidateWritten)]
     decided = [e for e in events if isinstance(e, ev.Decision)]
-    span = max(e.ts for e in decided) - min(written)
+    start, end = min(written), max(e.ts for e in decided)
+    span = end - start
     return {"experiments": len(decided), "span_s": span, "per_hour": len(decided) * 3600.0 / span if span > 0 else None,
-            "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult) and e.worker})}
+            "workers": sorted({e.worker for e in events if isinstance(e, ev.StageResult) and e.worker}),
+            "busy": busy_fractions(events, start, end)}
+
+
+def busy_fractions(events: list, start: float, end: float) -> dict[str, float]:
+    """Each worker's share of [start, end] spent on experiments: an experiment holds the worker of its stages
+    from its first stage to its decision (a lost worker's share ends where another's stages begin)."""
+    from autokernel.engine import events as ev
+
+    stages: dict[str, list[tuple[float, str]]] = {}
+    decided_at: dict[str, float] = {}
+    for e in events:
+        if isinstance(e, ev.StageResult) and e.worker:
+            stages.setdefault(e.candidate_id, []).append((e.ts, e.worker))
+        elif isinstance(e, ev.Decision):
+            decided_at.setdefault(e.candidate_id, e.ts)
+    held: dict[str, list[tuple[float, float]]] = {}
+    for cid, seen in stages.items():
+        seen.sort()
+        turns = [(ts, w) for i, (ts, w) in enumerate(seen) if i == 0 or w != seen[i - 1][1]]  # where a worker took it
+        ends = [ts for ts, _ in turns[1:]] + [decided_at.get(cid, end)]
+        for (begin, worker), stop in zip(turns, ends):
+            held.setdefault(worker, []).append((max(begin, start), min(stop, end)))
+    span = end - start
+    return {worker: _covered(spans) / span if span > 0 else 0.0 for worker, spans in sorted(held.items())}
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of (begin, end) spans."""
+    total, reach = 0.0, float("-inf")
+    for begin, stop in sorted(spans):
+        begin = max(begin, reach)
+        if stop > begin:
+            total += stop - begin
+            reach = stop
+    return total
+
+
+def busy_line(busy: dict[str, float]) -> str:
+    """`gpu0 93% busy, gpu1 71% busy`: how busy each worker was over the session's span."""
+    return ", ".join(f"{worker} {fraction:.0%} busy" for worker, fraction in busy.items()) or "no worker named"
 
 
 def main() -> int:
@@ -68,7 +110,7 @@ def main() -> int:
             r = one_run(n, args.experiments)
             runs[n].append(r["per_hour"])
             print(f"--workers {n}: {r['experiments']} experiments in {r['span_s']:.1f} s = {r['per_hour']:.0f} "
-                  f"per hour (workers {', '.join(r['workers'])})", flush=True)
+                  f"per hour ({busy_line(r['busy'])})", flush=True)
     rates = {n: statistics.median(v) for n, v in runs.items()}
     base = rates.get("1")
     if base:
