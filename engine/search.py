@@ -197,7 +197,7 @@ class TargetSearch:
                 if pool.running:
                     yield None
                     continue
-                ended.append(why)
+                ended.append(why)  # nothing runs: only a plateau or the ceiling gets here
                 return
             if queue:
                 yield self._experiment(*queue.popleft())
