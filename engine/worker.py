@@ -1,7 +1,8 @@
 """A worker subprocess that owns the device and runs candidates, so they can never take the engine down.
 
 The engine talks to the worker over a pipe: one request (check or bench) at a time, and the
-worker answers with a message as each stage starts and ends, then the result. The parent enforces a
+worker answers with a message as each stage starts and ends, then the result (each message a class of
+`engine/worker_messages.py`, shared by both sides). The parent enforces a
 timeout per stage; a hang, a segfault, `os._exit`, an illegal memory access (the CUDA context is
 then unusable) or any other death of the worker ends that worker, the candidate is reported as
 `timeout` or `crash` with the reason, and the next request starts a fresh worker. A healthy worker
