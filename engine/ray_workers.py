@@ -61,6 +61,46 @@ class SourceFile:
         return path
 
 
+# -- what an actor sends back, one class each (Ray pickles them) ------------------------------------
+
+@dataclass(frozen=True)
+class StageProgress:
+    """A stage started or ended on the actor: the `on_stage` call's arguments, replayed on the engine."""
+
+    args: tuple
+
+
+@dataclass(frozen=True)
+class CheckDone:
+    """The last item of a check: its report and how many worker processes the actor has restarted."""
+
+    report: CheckReport
+    restarts: int
+
+
+@dataclass(frozen=True)
+class BenchDone:
+    """A timing's records, and the actor's restarts."""
+
+    records: list[BenchRecord]
+    restarts: int
+
+
+@dataclass(frozen=True)
+class BenchFailed:
+    """The candidate crashed or timed out while timed (a local Worker.bench's RuntimeError), and the restarts."""
+
+    why: str
+    restarts: int
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """Inside the actor only: the check's thread raised; the generator raises it as the method's own error."""
+
+    error: BaseException
+
+
 class WorkerHost:
     """The body of a Ray actor: one local `Worker` and a scratch folder for the files sent to it."""
 
@@ -77,37 +117,37 @@ class WorkerHost:
     def _problem(self, problem: SourceFile | None) -> str | None:
         return str(problem.place(self.scratch)) if problem is not None else None
 
-    def check(self, candidate: SourceFile, problem: SourceFile | None, args: dict) -> Iterator[tuple]:
-        """Yields ("stage", (stage, status, detail, seconds)) as the worker reports them, then
-        ("report", CheckReport, restarts). The worker runs in a thread so its callback can feed this generator."""
+    def check(self, candidate: SourceFile, problem: SourceFile | None,
+              args: dict) -> Iterator[StageProgress | CheckDone]:
+        """Yields a StageProgress as the worker reports each stage, then the CheckDone. The worker runs in a
+        thread so its callback can feed this generator."""
         path = str(candidate.place(self.scratch))
         events: queue.Queue = queue.Queue()
 
         def run() -> None:
             try:
-                report = self.worker.check(path, on_stage=lambda *a: events.put(("stage", a)),
+                report = self.worker.check(path, on_stage=lambda *a: events.put(StageProgress(a)),
                                            problem=self._problem(problem), **args)
-                events.put(("report", report, self.worker.restarts))
+                events.put(CheckDone(report, self.worker.restarts))
             except BaseException as e:  # reaches the engine as the method's own error
-                events.put(("raise", e))
+                events.put(_Raised(e))
 
         threading.Thread(target=run, name="autokernel-ray-check", daemon=True).start()
         while True:
             msg = events.get()
-            if msg[0] == "raise":
-                raise msg[1]
+            if isinstance(msg, _Raised):
+                raise msg.error
             yield msg
-            if msg[0] == "report":
+            if isinstance(msg, CheckDone):
                 return
 
-    def bench(self, candidate: SourceFile, problem: SourceFile | None, args: dict) -> tuple:
-        """("records", [BenchRecord...], restarts), or ("error", why, restarts) where a local
-        Worker.bench raises RuntimeError (the candidate crashed or timed out while timed)."""
+    def bench(self, candidate: SourceFile, problem: SourceFile | None, args: dict) -> BenchDone | BenchFailed:
+        """The records, or BenchFailed where a local Worker.bench raises RuntimeError."""
         path = str(candidate.place(self.scratch))
         try:
-            return "records", self.worker.bench(path, problem=self._problem(problem), **args), self.worker.restarts
+            return BenchDone(self.worker.bench(path, problem=self._problem(problem), **args), self.worker.restarts)
         except RuntimeError as e:
-            return "error", str(e), self.worker.restarts
+            return BenchFailed(str(e), self.worker.restarts)
 
     def close(self) -> None:
         self.worker.close()
@@ -166,13 +206,15 @@ class RayWorker:
         args = {"kernel": kernel, "backend": backend, "extra_shapes": extra_shapes, "size": size, "dtypes": dtypes}
         candidate, problem_file = self._source(path), self._source(problem)
 
-        def run() -> CheckReport:
+        def run() -> tuple[CheckReport, int]:
             for ref in self._actor.check.remote(candidate, problem_file, args):
-                msg = ray.get(ref)
-                if msg[0] == "stage":
-                    notify(*msg[1])
-                else:
-                    return msg[1], msg[2]
+                match ray.get(ref):
+                    case StageProgress(args=stage):
+                        notify(*stage)
+                    case CheckDone(report=report, restarts=restarts):
+                        return report, restarts
+                    case other:
+                        raise WorkerLost(f"{self.label} sent an unexpected message during a check: {other!r:.200}")
             raise WorkerLost(f"{self.label} ended a check without a report")
 
         report, self.restarts = self._call(f"checking {candidate.name}", run)
@@ -189,10 +231,11 @@ class RayWorker:
                 "with_compile": with_compile, "size": size}
         candidate = self._source(path)
         ref = self._actor.bench.remote(candidate, self._source(problem), args)
-        kind, value, self.restarts = self._call(f"timing {candidate.name}", lambda: ray.get(ref))
-        if kind == "error":
-            raise RuntimeError(value)
-        return value
+        reply = self._call(f"timing {candidate.name}", lambda: ray.get(ref))
+        self.restarts = reply.restarts
+        if isinstance(reply, BenchFailed):
+            raise RuntimeError(reply.why)
+        return reply.records
 
     def kill(self, why: str = "closed") -> None:
         """End the actor now, and with it the work it runs (its worker process is its child)."""
