@@ -3,55 +3,27 @@ move is a one-line change of a module constant the starter reads (the launch cod
 
 from __future__ import annotations
 
-import difflib
-import importlib.util
-import inspect
-
 import pytest
+
+from autokernel.playbook.templates import get_template
+from template_is_starter import assert_the_template_is_the_starter, starter_module
 from test_playbook import _check_under_interpreter, _single_moves
 
-from autokernel.kernels import get_spec
-from autokernel.playbook.templates import get_template
-
 TEMPLATE = get_template("matmul")
-STARTER = get_spec("matmul").starters["triton"]
 
 
-def _starter_module():
-    spec = importlib.util.spec_from_file_location("matmul_starter", STARTER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_the_template_is_the_starter_at_its_defaults_and_a_move_is_one_constant():
+    assert_the_template_is_the_starter("matmul")
 
 
-def test_the_template_at_its_defaults_is_the_starter_byte_for_byte():
-    assert TEMPLATE.render(TEMPLATE.DEFAULTS) == STARTER.read_text()
-
-
-def test_the_defaults_are_the_starters_constants():
-    starter = _starter_module()
-    assert TEMPLATE.DEFAULTS == {knob.name: getattr(starter, knob.constant) for knob in TEMPLATE.SPACE}
-    # effective() knows where the starter stops autotuning and how small its tiles get.
+def test_effective_knows_where_the_starter_stops_autotuning_and_how_small_its_tiles_get():
+    starter = starter_module("matmul")
     assert TEMPLATE._AUTOTUNE_MIN_WORK == starter.AUTOTUNE_MIN_WORK
     assert TEMPLATE._SMALLEST_BLOCK == min(t[i] for t in (*starter.TUNED_TILES, starter.SMALL_TILE) for i in (0, 1))
 
 
-def test_the_template_carries_no_kernel_source():
-    text = inspect.getsource(TEMPLATE)
-    assert "@triton.jit" not in text and "fill(" not in text and "tl." not in text
-
-
-def test_a_move_changes_only_its_constant():
-    base = STARTER.read_text().splitlines()
-    for knob, params in _single_moves(TEMPLATE):
-        moved = TEMPLATE.render(params).splitlines()
-        changed = [line for line in difflib.unified_diff(base, moved, lineterm="", n=0)
-                   if line[:1] in "+-" and not line.startswith(("+++", "---"))]
-        assert len(changed) == 2 and changed[1].startswith(f"+{knob.constant} = {params[knob.name]!r}"), changed
-
-
 def test_a_tile_knob_replaces_its_part_of_every_tile_and_none_keeps_the_lists():
-    starter = _starter_module()
+    starter = starter_module("matmul")
     assert [starter._with_knobs(t) for t in starter.TUNED_TILES] == starter.TUNED_TILES
     starter.BLOCK_K, starter.NUM_STAGES = 128, 2
     assert starter._with_knobs((64, 64, 32, 4, 3)) == (64, 64, 128, 4, 2)
@@ -76,5 +48,5 @@ def every_move_checked():
 
 
 def test_every_single_knob_move_computes_the_reference_under_the_interpreter(every_move_checked):
-    assert len(every_move_checked) == sum(len(k.values) - (TEMPLATE.DEFAULTS[k.name] in k.values) for k in TEMPLATE.SPACE)
+    assert len(every_move_checked) == sum(len(k.values) - 1 for k in TEMPLATE.SPACE)
     assert {name: failures for name, failures in every_move_checked.items() if failures} == {}

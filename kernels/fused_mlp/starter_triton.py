@@ -14,6 +14,10 @@ through the strides of their transposed views (no copies). Big problems are auto
 tiles; small ones, and everything under TRITON_INTERPRET=1, use one small tile. Under the interpreter
 bf16 tiles are widened to fp32 before tl.dot (the interpreter's bf16 dot is wrong; the widening is
 exact).
+
+The knobs below are this file's variants, the playbook agent's space (playbook/templates/fused_mlp.py):
+each is read by the launch code or passed to the kernels as a constexpr, and at the values written
+here the starter runs as described above.
 """
 
 import os
@@ -26,11 +30,35 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # Triton 3.3+ (the 
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
+# Knobs, each with its playbook tier. A tile knob of None leaves that part of the tile to the lists
+# below; set, it replaces it in every tile of both kernels (the autotuned ones too).
+BLOCK_M = None  # tier 1, launch shape
+BLOCK_N = None  # tier 1, launch shape: interleaved gate/up tiles count gate and up columns, TMA ones each
+BLOCK_K = None  # tier 1, launch shape
+NUM_WARPS = None  # tier 1, launch shape
+NUM_STAGES = None  # tier 1, launch shape
+GROUP_M = 8  # tier 2, memory access: tile rows per group of programs that share weight tiles in L2
+EXP2_SIGMOID = False  # tier 3, compute: SiLU's sigmoid through exp2 with log2(e) folded in, instead of exp
+H_FP32 = False  # tier 3, compute: the intermediate h in fp32 (one rounding fewer, twice the bytes; pointer kernels)
+INTERLEAVED = True  # tier 4, algorithm: pointer gate/up as one dot over interleaved columns (False: two dots)
+TMA = True  # tier 5, Hopper: the descriptor kernels wherever _tma_ready allows them
+WARP_SPECIALIZE = False  # tier 5, Hopper: producer and consumer warps in the K loops
+
+# The kernels read these two knobs as constexpr globals, so their signatures (what a script or test
+# compiles them with on its own) do not depend on the knobs.
+_EXP2_SIGMOID = tl.constexpr(EXP2_SIGMOID)
+_WARP_SPECIALIZE = tl.constexpr(WARP_SPECIALIZE)
+
+
+def _with_knobs(tile):
+    """`tile` (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) with each tile knob that is set in place."""
+    return tuple(own if knob is None else knob for own, knob in zip(tile, (BLOCK_M, BLOCK_N, BLOCK_K, NUM_WARPS, NUM_STAGES)))
+
 
 def _tuned(kernel, tiles):
     """`kernel` autotuned over `tiles` (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)."""
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=st)
-               for m, n, k, w, st in tiles]
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": GROUP_M}, num_warps=w, num_stages=st)
+               for m, n, k, w, st in dict.fromkeys(map(_with_knobs, tiles))]
     return triton.autotune(configs=configs, key=["M", "N", "K", "IEEE", "UPCAST"])(kernel)
 
 
@@ -51,7 +79,7 @@ DOWN_TILES = [
     (128, 128, 64, 4, 4),
     (64, 64, 32, 4, 4),
 ]
-SMALL_TILE = ({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
+SMALL_TILE = (64, 64, 32, 4, 3)
 # Tensor-descriptor (TMA) tiles, chosen on Hopper with scripts/mlp_probe.py: for gate/up BLOCK_N is each of
 # the two accumulators' width (128 + 128 columns of [gate | up] per tile; 256x64 was slower); for down,
 # 128x256 and 256x128 came closest to cuBLAS at the Llama shape, 128x128 behind them.
@@ -104,7 +132,7 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
     w_offs = offs_k[:, None] * stride_wk + cols[None, :] * stride_wn  # w_gate and w_up share a layout
     w_ptrs = tl.where((c % 2 == 1)[None, :], wu_ptr + w_offs, wg_ptr + w_offs)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
         if EVEN_K:
             x = tl.load(x_ptrs)
             w = tl.load(w_ptrs)
@@ -122,9 +150,62 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, HALF, 2)))
-    h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
+    if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
+        h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
+    else:
+        h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
     offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_hn = pid_n * HALF + tl.arange(0, HALF)
+    if INT64:
+        offs_hm = offs_hm.to(tl.int64)
+        offs_hn = offs_hn.to(tl.int64)
+    mask = (offs_hm[:, None] < M) & (offs_hn[None, :] < N)
+    tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
+@triton.jit
+def _gate_up_two_dots_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
+                             stride_xm, stride_xk, stride_wk, stride_wn, stride_hm, stride_hn,
+                             IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr,
+                             BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
+    """The gate/up tile of the pointer form without interleaving (INTERLEAVED = False): one accumulator
+    per projection, BLOCK_N columns of h each, two dots per K step sharing the x tile."""
+    pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk
+    w_offs = offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn  # w_gate and w_up share a layout
+    g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
+        if EVEN_K:
+            x = tl.load(x_ptrs)
+            wg = tl.load(wg_ptr + w_offs)
+            wu = tl.load(wu_ptr + w_offs)
+        else:
+            k_left = K - k * BLOCK_K
+            x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            wg = tl.load(wg_ptr + w_offs, mask=offs_k[:, None] < k_left, other=0.0)
+            wu = tl.load(wu_ptr + w_offs, mask=offs_k[:, None] < k_left, other=0.0)
+        if IEEE or UPCAST:  # UPCAST: the interpreter's bf16 dot is wrong, so fp32 (exact widening)
+            g = tl.dot(x.to(tl.float32), wg.to(tl.float32), g, input_precision="ieee")
+            u = tl.dot(x.to(tl.float32), wu.to(tl.float32), u, input_precision="ieee")
+        else:
+            g = tl.dot(x, wg, g)
+            u = tl.dot(x, wu, u)
+        x_ptrs += BLOCK_K * stride_xk
+        w_offs += BLOCK_K * stride_wk
+    if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
+        h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
+    else:
+        h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
+    offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_hn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if INT64:
         offs_hm = offs_hm.to(tl.int64)
         offs_hn = offs_hn.to(tl.int64)
@@ -148,7 +229,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
         if EVEN_K:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
@@ -156,6 +237,7 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
             k_left = K - k * BLOCK_K
             a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        b = b.to(a.dtype)  # an fp32 h (H_FP32) meets the weights in fp32; otherwise a no-op
         if UPCAST:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -201,14 +283,17 @@ def _gate_up_tma_kernel(x_desc, wg_desc, wu_desc, h_desc, M, N, K, UPCAST: tl.co
         om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
             ok = k * BLOCK_K
             x = _widened(x_desc.load([om, ok]), UPCAST)
             # Each weight's load feeds its dot directly: x and w_gate complete on one barrier, w_up on
             # another, so the first wgmma need not wait for w_up.
             g = tl.dot(x, _widened(wg_desc.load([on, ok]), UPCAST).T, g)
             u = tl.dot(x, _widened(wu_desc.load([on, ok]), UPCAST).T, u)
-        h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
+        if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
+            h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
+        else:
+            h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
         h_desc.store([om, on], h.to(h_desc.dtype))
 
 
@@ -220,7 +305,7 @@ def _matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K, UPCAST: tl.constexpr,
     for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
         om, on = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
             ok = k * BLOCK_K
             acc = tl.dot(_widened(a_desc.load([om, ok]), UPCAST), _widened(b_desc.load([on, ok]), UPCAST).T, acc)
         c_desc.store([om, on], acc.to(c_desc.dtype))
@@ -242,12 +327,13 @@ def _set_blocks(descs):
 
 def _tma_tuned(kernel, tiles, descs):
     """`kernel` autotuned over `tiles`, each config resizing the descriptors' tiles before it runs."""
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=st,
-                             pre_hook=_set_blocks(descs)) for m, n, k, w, st in tiles]
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": GROUP_M}, num_warps=w, num_stages=st,
+                             pre_hook=_set_blocks(descs)) for m, n, k, w, st in dict.fromkeys(map(_with_knobs, tiles))]
     return triton.autotune(configs=configs, key=["M", "N", "K", "UPCAST"])(kernel)
 
 
 _gate_up_tuned = _tuned(_gate_up_kernel, GATE_UP_TILES)
+_gate_up_two_dots_tuned = _tuned(_gate_up_two_dots_kernel, GATE_UP_TMA_TILES)  # two accumulators, as the TMA form
 _matmul_tuned = _tuned(_matmul_kernel, DOWN_TILES)
 _gate_up_tma_tuned = _tma_tuned(_gate_up_tma_kernel, GATE_UP_TMA_TILES, GATE_UP_DESCS)
 _matmul_tma_tuned = _tma_tuned(_matmul_tma_kernel, DOWN_TMA_TILES, MATMUL_DESCS)
@@ -281,13 +367,19 @@ def _descriptors(tensors, descs, tile=None):
             for t, (_, rows, cols) in zip(tensors, descs)]
 
 
+def _small_tile():
+    """SMALL_TILE with the tile knobs that are set: its block sizes (and GROUP_M), and its launch options."""
+    m, n, k, warps, stages = _with_knobs(SMALL_TILE)
+    return dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, GROUP_M=GROUP_M), dict(num_warps=warps, num_stages=stages)
+
+
 def _run_tma(x2d, w_gate, w_up, w_down, h, out, small):
     tokens, hidden = x2d.shape
     inter = w_gate.shape[0]
     upcast = INTERPRETED and x2d.dtype == torch.bfloat16
     if small:
-        tile, warps, stages = SMALL_TILE
-        fixed = dict(tile, num_warps=warps, num_stages=stages)
+        tile, options = _small_tile()
+        fixed = dict(tile, **options)
         gate_up, down = _gate_up_tma_kernel, _matmul_tma_kernel
     else:
         tile, fixed, gate_up, down = None, {}, _gate_up_tma_tuned, _matmul_tma_tuned
@@ -308,8 +400,8 @@ def kernel_fn(x, w_gate, w_up, w_down):
     if inter == 0:
         return out.fill_(0).reshape(x.shape)
     small = INTERPRETED or tokens * hidden * inter < AUTOTUNE_MIN_WORK
-    h = torch.empty((tokens, inter), dtype=x.dtype, device=x.device)
-    if _tma_ready(x2d, w_gate, w_up, w_down, h, out):
+    h = torch.empty((tokens, inter), dtype=torch.float32 if H_FP32 else x.dtype, device=x.device)
+    if TMA and not H_FP32 and _tma_ready(x2d, w_gate, w_up, w_down, h, out):
         _run_tma(x2d, w_gate, w_up, w_down, h, out, small)
         return out.reshape(x.shape)
     if w_gate.stride() != w_up.stride():
@@ -317,13 +409,15 @@ def kernel_fn(x, w_gate, w_up, w_down):
     flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16,
                  INT64=max(_span(t) for t in (x2d, w_gate, w_up, w_down)) >= 2**31 or tokens * inter >= 2**31)
     if small:
-        tile, warps, stages = SMALL_TILE
-        gate_up, down = _gate_up_kernel, _matmul_kernel
-        flags.update(tile, num_warps=warps, num_stages=stages)
+        tile, options = _small_tile()
+        gate_up = _gate_up_kernel if INTERLEAVED else _gate_up_two_dots_kernel
+        down = _matmul_kernel
+        flags.update(tile, **options)
     else:
-        gate_up, down = _gate_up_tuned, _matmul_tuned
+        gate_up = _gate_up_tuned if INTERLEAVED else _gate_up_two_dots_tuned
+        down = _matmul_tuned
     # w.T is [hidden, inter] with strides (w.stride(1), w.stride(0)).
-    gate_up[_grid(tokens, inter, per_tile=2)](
+    gate_up[_grid(tokens, inter, per_tile=2 if INTERLEAVED else 1)](
         x2d, w_gate, w_up, h, tokens, inter, hidden,
         x2d.stride(0), x2d.stride(1), w_gate.stride(1), w_gate.stride(0), h.stride(0), h.stride(1), **flags)
     down[_grid(tokens, hidden)](
