@@ -1,6 +1,6 @@
 """Triton starter for LayerNorm over the last dim.
 
-Rows that fit in registers (up to 16384 columns) are normalised from one read: a tile of ROWS rows
+Rows that fit in registers (up to MAX_BLOCK_N columns) are normalised from one read: a tile of ROWS rows
 per program (several rows when they are narrow, so every program moves a few KB), a centred
 variance of the data shifted by the row's first element (exact for constant rows), fp32 math,
 weight and bias read once per program. Wider rows loop over the row in three passes (mean,
@@ -13,12 +13,15 @@ chunks and normalises its own chunk. The statistics are Welford's: each lane kee
 and M2 of its own elements (no E[x^2] - mean^2, whose fp32 cancellation loses the variance of rows
 with a large mean), and lanes and chunks are merged by Chan's formula for groups, so every sum
 is over deviations from a nearby mean and no single fp32 accumulator sees millions of terms.
-`split_plan` holds the rule; its module constants are the knobs. weight and bias may be None
+`split_plan` holds the rule. weight and bias may be None
 (nn.LayerNorm(elementwise_affine=False), or bias=False).
 
 The rows load with evict_last and take the shift with one scalar load instead of a third reduction
 over the tile: the probes found the earlier form behind the playbook template's rows, which ran at
 copy speed (numbers: docs/results/kernel_notes.md).
+
+This file is also the playbook's layernorm template: the knob constants below are what the playbook agent
+moves (playbook/templates/layernorm.py gives each one's reason); their values here are the starter's own.
 """
 
 import functools
@@ -33,14 +36,26 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # so it gets bigger tiles.
 ROW_TILE, MAX_ROWS = (16384, 128) if INTERPRETED else (2048, 16)
 
-MAX_FUSED_COLS = 16384
+# Knobs, each with its playbook tier. 0 picks the starter's own rule where a knob has one.
+NUM_WARPS = 0  # tier 1, launch shape (0: 4, 8 or 16 by the elements a program holds, see `_warps`)
+NUM_STAGES = 3  # tier 1, launch shape (3 is Triton's default on NVIDIA GPUs)
+ROWS_PER_PROGRAM = 0  # tier 2, memory access (0: narrow rows packed up to ROW_TILE elements, MAX_ROWS at most)
+PERSISTENT = 0  # tier 2, memory access (programs per SM looping over row blocks; 0: one program per block)
+LOAD_EVICTION = 'evict_last'  # tier 2, memory access (the one-pass rows' loads)
+MAX_BLOCK_N = 16384  # tier 2, memory access (the widest row held in registers; wider rows loop)
+RSQRT = False  # tier 3, compute
+ONE_PASS_STATS = False  # tier 4, algorithm (looped rows: sum and sum of squares in one pass)
+SPLIT_ROWS = 4  # tier 4, algorithm (split rows below this many rows per SM; 0: never)
+SPLIT_PROGRAMS = 8  # tier 4, algorithm (programs per SM the split grid aims at)
+AUTOTUNE = False  # tier 4, algorithm (triton.autotune picks the row kernels' warps)
+TMA = False  # tier 5, Hopper (tensor-descriptor loads and stores of the one-pass rows)
+EVEN_MASKS = False  # tier 6, kernel-specific (unmasked one-pass rows when width and rows divide evenly)
 
-# The split rule (see `split_plan`): rows at least SPLIT_MIN_COLS wide are split when there are fewer
-# than SPLIT_ROWS_PER_SM rows per SM; the split grid aims at SPLIT_PROGRAMS_PER_SM programs per SM,
-# each walking its chunk SPLIT_BLOCK elements at a time.
-SPLIT_MIN_COLS = MAX_FUSED_COLS + 1
-SPLIT_ROWS_PER_SM = 4
-SPLIT_PROGRAMS_PER_SM = 8
+# Wider rows than MAX_BLOCK_N loop over tiles of at most LOOP_BLOCK_N elements.
+LOOP_BLOCK_N = 4096
+# The split path's fixed part (see `split_plan`): narrower rows than SPLIT_MIN_COLS fit one tile of
+# registers and are never split; a split program walks its chunk SPLIT_BLOCK elements at a time.
+SPLIT_MIN_COLS = 16385
 SPLIT_BLOCK = 4096
 
 
@@ -59,9 +74,20 @@ def _affine(w_ptr, b_ptr, idx, ok, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
 
 
 @triton.jit
-def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
-                           ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+def _inverse_std(var_eps, RSQRT: tl.constexpr):
+    if RSQRT:
+        inv = tl.rsqrt(var_eps)
+    else:
+        inv = 1.0 / tl.sqrt(var_eps)
+    return inv
+
+
+@triton.jit
+def _layernorm_row_block(row_block, x_ptr, w_ptr, b_ptr, y_ptr, x_desc, y_desc, n_rows, n_cols, stride_x, stride_y,
+                         eps, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                         EVICTION: tl.constexpr, RSQRT: tl.constexpr, EVEN: tl.constexpr, USE_TMA: tl.constexpr):
+    """Normalise the ROWS rows of one block, each read once into registers."""
+    rows = row_block.to(tl.int64) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_ok[None, :]
@@ -69,39 +95,84 @@ def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x,
     # the fp32 sum small for rows far from zero. A scalar load per row (served by L1 from the same
     # line as the tile), not a third reduction over the tile.
     shift = tl.load(x_ptr + rows * stride_x, mask=rows < n_rows, other=0.0).to(tl.float32)
-    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
-                eviction_policy="evict_last").to(tl.float32)
+    x_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
+    if USE_TMA:
+        x = x_desc.load([row_block * ROWS, 0]).to(tl.float32)
+    elif EVEN:
+        x = tl.load(x_ptrs, eviction_policy=EVICTION).to(tl.float32)
+    else:
+        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
     x = tl.where(mask, x - shift[:, None], 0.0)
     mean = tl.sum(x, axis=1) / n_cols
     diff = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(diff * diff, axis=1) / n_cols
-    rstd = 1.0 / tl.sqrt(var + eps)
+    rstd = _inverse_std(var + eps, RSQRT)
     w, b = _affine(w_ptr, b_ptr, cols, col_ok, HAS_W, HAS_B)
     y = diff * rstd[:, None] * w[None, :] + b[None, :]
-    tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    if USE_TMA:
+        y_desc.store([row_block * ROWS, 0], y.to(y_ptr.dtype.element_ty))
+    elif EVEN:
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty))
+    else:
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
+                           ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                           EVICTION: tl.constexpr, RSQRT: tl.constexpr, EVEN: tl.constexpr, USE_TMA: tl.constexpr,
+                           PERSISTENT: tl.constexpr):
+    if USE_TMA:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_cols], strides=[stride_x, 1],
+                                           block_shape=[ROWS, BLOCK_N])
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[n_rows, n_cols], strides=[stride_y, 1],
+                                           block_shape=[ROWS, BLOCK_N])
+    else:
+        x_desc, y_desc = x_ptr, y_ptr  # not read
+    if PERSISTENT:  # a fixed grid walks the row blocks
+        for row_block in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            _layernorm_row_block(tl.cast(row_block, tl.int32), x_ptr, w_ptr, b_ptr, y_ptr, x_desc, y_desc, n_rows,
+                                 n_cols, stride_x, stride_y, eps, ROWS, BLOCK_N, HAS_W, HAS_B, EVICTION, RSQRT, EVEN,
+                                 USE_TMA)
+    else:
+        _layernorm_row_block(tl.program_id(0), x_ptr, w_ptr, b_ptr, y_ptr, x_desc, y_desc, n_rows, n_cols, stride_x,
+                             stride_y, eps, ROWS, BLOCK_N, HAS_W, HAS_B, EVICTION, RSQRT, EVEN, USE_TMA)
 
 
 @triton.jit
 def _layernorm_wide_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_y, eps,
-                           BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+                           BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, RSQRT: tl.constexpr,
+                           ONE_PASS_STATS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
     cols = tl.arange(0, BLOCK_N)
     shift = tl.load(x_row).to(tl.float32)  # see the rows kernel: exact for constant rows
     acc = tl.zeros((BLOCK_N,), tl.float32)
+    if ONE_PASS_STATS:
+        acc_sq = tl.zeros((BLOCK_N,), tl.float32)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
         x = tl.load(x_row + idx, mask=idx < n_cols, other=0.0).to(tl.float32)
-        acc += tl.where(idx < n_cols, x - shift, 0.0)
-    mean = shift + tl.sum(acc, axis=0) / n_cols
-    acc = tl.zeros((BLOCK_N,), tl.float32)
-    for start in range(0, n_cols, BLOCK_N):
-        idx = start + cols
-        x = tl.load(x_row + idx, mask=idx < n_cols, other=0.0).to(tl.float32)
-        d = tl.where(idx < n_cols, x - mean, 0.0)
-        acc += d * d
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        shifted = tl.where(idx < n_cols, x - shift, 0.0)
+        acc += shifted
+        if ONE_PASS_STATS:
+            acc_sq += shifted * shifted
+    shifted_mean = tl.sum(acc, axis=0) / n_cols
+    mean = shift + shifted_mean
+    if ONE_PASS_STATS:
+        # var = E[(x - shift)^2] - E[x - shift]^2: one read of x less, less exact where the row's mean
+        # is far from its first element.
+        var = tl.maximum(tl.sum(acc_sq, axis=0) / n_cols - shifted_mean * shifted_mean, 0.0)
+    else:
+        acc = tl.zeros((BLOCK_N,), tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            idx = start + cols
+            x = tl.load(x_row + idx, mask=idx < n_cols, other=0.0).to(tl.float32)
+            d = tl.where(idx < n_cols, x - mean, 0.0)
+            acc += d * d
+        var = tl.sum(acc, axis=0) / n_cols
+    rstd = _inverse_std(var + eps, RSQRT)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
         ok = idx < n_cols
@@ -144,7 +215,7 @@ def _layernorm_chunk_stats_kernel(x_ptr, mean_ptr, m2_ptr, n_cols, stride_x,
 @triton.jit
 def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n_cols, stride_x, stride_y, eps,
                                  CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, CHUNKS: tl.constexpr,
-                                 HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+                                 HAS_W: tl.constexpr, HAS_B: tl.constexpr, RSQRT: tl.constexpr):
     """Merge the row's chunk statistics (a few hundred values, from L2), then normalise one chunk."""
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
@@ -157,7 +228,7 @@ def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n
     mean = tl.sum(counts * means, axis=0) / n_cols
     d = means - mean
     var = tl.sum(m2s + counts * d * d, axis=0) / n_cols
-    rstd = 1.0 / tl.sqrt(var + eps)
+    rstd = _inverse_std(var + eps, RSQRT)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
     first = chunk.to(tl.int64) * CHUNK
@@ -174,6 +245,19 @@ def _warps(elements_per_program):
     return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
 
 
+def _launch_options(elements_per_program):
+    """num_warps and num_stages of a launch: the knobs, NUM_WARPS by the elements a program holds where 0."""
+    return {"num_warps": NUM_WARPS or _warps(elements_per_program), "num_stages": NUM_STAGES}
+
+
+if AUTOTUNE:
+    # The CPU interpreter cannot time configs, so it gets the first one.
+    _CONFIGS = [triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]
+    _CONFIGS = _CONFIGS[:1] if INTERPRETED else _CONFIGS
+    _layernorm_rows_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols", "ROWS"])(_layernorm_rows_kernel)
+    _layernorm_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_layernorm_wide_kernel)
+
+
 @functools.lru_cache(maxsize=None)
 def _num_sms(device):
     """Streaming multiprocessors of the GPU; on the CPU interpreter a small fixed number."""
@@ -182,17 +266,33 @@ def _num_sms(device):
     return 4
 
 
+def _tma_ready(*tensors, block_cols=16):
+    """True where tensor descriptors can be used for these 2-D tensors and tiles `block_cols` wide."""
+    if not (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")):
+        return False
+    if block_cols * tensors[0].element_size() < 16:  # a descriptor's tile row must span 16 bytes
+        return False
+    t0 = tensors[0]
+    if t0.is_cuda and torch.cuda.get_device_capability(t0.device)[0] < 9:
+        return False
+    for t in tensors:
+        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 or t.stride(-1) != 1:
+            return False
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=t0.device))
+    return True
+
+
 def split_plan(n_rows, n_cols, num_sms):
     """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
 
-    One program per row fills the GPU only with enough rows; below SPLIT_ROWS_PER_SM rows per SM
-    (and for rows too wide for registers) each row is cut into chunks, as many as bring the grid
-    to about SPLIT_PROGRAMS_PER_SM programs per SM, each a whole number of tiles (one at least).
+    One program per row fills the GPU only with enough rows; below SPLIT_ROWS rows per SM (and for
+    rows too wide for registers) each row is cut into chunks, as many as bring the grid to about
+    SPLIT_PROGRAMS programs per SM, each a whole number of tiles (one at least).
     """
-    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS_PER_SM * num_sms:
+    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * num_sms:
         return None
     # At least a whole tile per program: less work than that is all set-up.
-    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS_PER_SM * num_sms, n_rows)), SPLIT_BLOCK)
+    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * num_sms, n_rows)), SPLIT_BLOCK)
     chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
     chunks = triton.cdiv(n_cols, chunk)
     return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
@@ -216,22 +316,28 @@ def kernel_fn(x, weight, bias, eps=1e-5):
         chunks, chunk, block = plan
         means = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
         m2s = torch.empty_like(means)
-        warps = _warps(block)
+        options = _launch_options(block)
         _layernorm_chunk_stats_kernel[(n_rows, chunks)](
-            x2d, means, m2s, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block, num_warps=warps)
+            x2d, means, m2s, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block, **options)
         _layernorm_chunk_norm_kernel[(n_rows, chunks)](
             x2d, weight, bias, y, means, m2s, n_cols, x2d.stride(0), y.stride(0), float(eps),
             CHUNK=chunk, BLOCK_N=block, CHUNKS=triton.next_power_of_2(chunks), HAS_W=has_w, HAS_B=has_b,
-            num_warps=warps)
-    elif n_cols <= MAX_FUSED_COLS:
+            RSQRT=RSQRT, **options)
+    elif n_cols <= MAX_BLOCK_N:
         block_n = triton.next_power_of_2(n_cols)
-        rows = max(1, min(MAX_ROWS, ROW_TILE // block_n))
-        _layernorm_rows_kernel[(triton.cdiv(n_rows, rows),)](
+        rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
+        n_blocks = triton.cdiv(n_rows, rows)
+        grid = (min(n_blocks, PERSISTENT * _num_sms(x.device)),) if PERSISTENT else (n_blocks,)
+        _layernorm_rows_kernel[grid](
             x2d, weight, bias, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
-            ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, num_warps=_warps(rows * block_n))
+            ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, EVICTION=LOAD_EVICTION, RSQRT=RSQRT,
+            EVEN=EVEN_MASKS and n_cols == block_n and n_rows % rows == 0,
+            USE_TMA=TMA and _tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
+            **({} if AUTOTUNE else _launch_options(rows * block_n)))
     else:
-        block_n = 4096
+        block_n = min(MAX_BLOCK_N, LOOP_BLOCK_N)
         _layernorm_wide_kernel[(n_rows,)](
             x2d, weight, bias, y, n_cols, x2d.stride(0), y.stride(0), float(eps),
-            BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, num_warps=8)
+            BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, RSQRT=RSQRT, ONE_PASS_STATS=ONE_PASS_STATS,
+            **({} if AUTOTUNE else _launch_options(block_n)))
     return y.reshape(x.shape)
