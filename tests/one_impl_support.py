@@ -1,34 +1,15 @@
-"""Checks of a kernel type's one Triton implementation, shared by tests/test_one_impl_<type>.py: the starter
-read as a module, every single knob move of its template, each move run under the interpreter against the
-spec's reference and compiled for sm_90 offline."""
+"""Checks of a kernel type's one Triton implementation beside tests/template_is_starter.py, shared by
+tests/test_one_impl_softmax.py and tests/test_one_impl_cross_entropy.py: knob moves run under the interpreter
+on shapes that reach every path of the starter, against the spec's reference, and compiled for sm_90 offline."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from types import ModuleType
-
 import pytest
-
-from autokernel.kernels import get_spec
-
-
-def starter_module(kernel: str) -> ModuleType:
-    """The Triton starter of `kernel`, imported from its file (its kernels are defined, none is launched)."""
-    spec = importlib.util.spec_from_file_location(f"_{kernel}_starter_constants", get_spec(kernel).starters["triton"])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def single_moves(template: ModuleType) -> list[dict]:
-    """The template's defaults with one knob at another of its values, for every knob and value."""
-    return [{**template.DEFAULTS, knob.name: value} for knob in template.SPACE for value in knob.values
-            if value != template.DEFAULTS[knob.name]]
 
 
 # Each rendered candidate on the given shapes, fp32 and bf16, against the spec's reference within its

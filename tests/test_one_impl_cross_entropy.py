@@ -3,36 +3,24 @@ every knob move is a one-line change of a module constant that the starter reads
 
 from __future__ import annotations
 
-import inspect
+from one_impl_support import failures_under_interpreter, sm90_compile_errors
+from template_is_starter import assert_the_template_is_the_starter
+from test_playbook import _single_moves
 
-from one_impl_support import failures_under_interpreter, single_moves, sm90_compile_errors, starter_module
-
-from autokernel.kernels import get_spec
 from autokernel.playbook.templates import get_template
 
 TEMPLATE = get_template("cross_entropy")
-STARTER = get_spec("cross_entropy").starters["triton"]
 # A row in one tile and in a loop, at odd vocabularies (the aligned window reads all rows but the last),
 # one row alone (the window's plain last row), and more rows than a persistent grid has programs.
 SHAPES = [{"rows": 1, "vocab": 1}, {"rows": 3, "vocab": 7}, {"rows": 5, "vocab": 4097}, {"rows": 37, "vocab": 1001}]
 
 
-def test_the_template_at_its_defaults_is_the_starter_byte_for_byte():
-    assert TEMPLATE.render(TEMPLATE.DEFAULTS) == STARTER.read_text()
-
-
-def test_the_defaults_are_the_starters_constants():
-    starter = starter_module("cross_entropy")
-    assert TEMPLATE.DEFAULTS == {knob.name: getattr(starter, knob.constant) for knob in TEMPLATE.SPACE}
-
-
-def test_the_template_carries_no_kernel_source():
-    text = inspect.getsource(TEMPLATE)
-    assert "@triton.jit" not in text and "fill(" not in text and "tl." not in text
+def test_the_template_is_the_starter_at_its_defaults_and_a_move_is_one_constant():
+    assert_the_template_is_the_starter("cross_entropy")
 
 
 def test_every_single_knob_move_matches_the_reference_under_the_interpreter():
-    assert failures_under_interpreter("cross_entropy", single_moves(TEMPLATE), SHAPES) == []
+    assert failures_under_interpreter("cross_entropy", [params for _, params in _single_moves(TEMPLATE)], SHAPES) == []
 
 
 # A move of every knob that changes the kernel's code, compiled at bf16 at an aligned and an odd vocabulary
