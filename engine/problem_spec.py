@@ -75,6 +75,25 @@ class ProblemBrief:
     starters: dict = field(default_factory=dict)  # none: the first round starts from the problem's Model
     forbidden_ops: frozenset = frozenset()
     reference: Callable[..., Any] | None = None
+    # What the search asks of a target's spec (kernels/spec.py KernelSpec asks the same).
+    starter_required = False  # an agent that writes ModelNew starts from the problem's Model instead
+
+    def first_parent(self) -> tuple[str, str, str]:
+        """The problem's Model (never stored) is the parent of the first ideas when there is no candidate."""
+        return MODEL_SEED, "the problem's Model", self.source
+
+    def starter_params(self, source: str) -> dict:
+        """An Inductor seed's launch constants are its params (a ModelNew that is not a seed has none)."""
+        from .agents.seed_moves import seed_knobs
+
+        return seed_knobs(source)
+
+    def worker_args(self, size: str | None) -> dict:
+        """The worker builds the problem's spec from its file, at the session's size."""
+        return {"problem": self.path, "size": size}
+
+    def agent_problem(self) -> str:
+        return self.path
 
 
 def problem_brief(path: str | Path) -> ProblemBrief:

@@ -23,12 +23,10 @@ from typing import Any, Callable, Generator, Iterator
 
 from . import events as ev
 from .agents.base import AgentContext, Idea, Variant
-from .agents.seed_moves import seed_knobs
 from .control import LoopControl
 from .fair_timing import timing_line
 from .fit import no_fit
 from .pool import Call, Experiment, WorkerPool, device_of, label_of
-from .problem_spec import MODEL_SEED, PROBLEM_TARGET
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
 
@@ -76,7 +74,6 @@ class SearchContext:
     workdir: Path
     started_at: float = field(default_factory=time.monotonic)
     hint: str = ""
-    problem_path: str | None = None  # the model/problem file: what a whole-problem target's ModelNew replaces
     size: str | None = None  # the size the problem was profiled at (the worker builds it the same)
     _seen_usage: tuple[int, int, float] = (0, 0, 0.0)
 
@@ -138,9 +135,6 @@ class TargetSearch:
         self.t = target
         self.spec = spec
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
-        # A whole-problem target's starter is Inductor's seed when the agent tunes seeds (the playbook);
-        # for an agent that writes ModelNew there is none: its first round builds on the problem's Model.
-        self.whole_problem = target.name == PROBLEM_TARGET
         self._agent_failed = False  # every propose() of the last round raised
         self._agent_failures = 0  # such rounds in a row
 
@@ -155,7 +149,7 @@ class TargetSearch:
                 yield self._evaluate(c)
 
         self._drive(unfinished())
-        if t.starter is None and (not self.whole_problem or self.starter_path is not None):
+        if t.starter is None and (self.starter_path is not None or self.spec.starter_required):
             reason = self._check_controls(budget=True)
             if reason:
                 return reason
@@ -276,17 +270,19 @@ class TargetSearch:
             best=best.measurement() if best else None,
             pool=[(c.candidate_id, c.measurement()) for c in t.pool(lim.pool_size)],
             history=t.history(), round=t.rounds, max_ideas=lim.max_ideas, max_variants=lim.max_variants,
-            hint=self.ctx.hint, problem=(self.ctx.problem_path or "") if self.whole_problem else "",
+            hint=self.ctx.hint, problem=self.spec.agent_problem(),
         )
 
-    def _model_seed(self) -> CandidateRecord:
-        """The parent of a whole-problem target's first ideas: the problem's Model (never stored)."""
-        return CandidateRecord(MODEL_SEED, MODEL_SEED, 0, self.t.name, self.t.backend, "the problem's Model",
-                               None, getattr(self.spec, "source", ""), {})
+    def _first_parent(self) -> CandidateRecord | None:
+        """The parent of the first ideas when the target has no candidate (a whole problem's Model)."""
+        first = self.spec.first_parent()
+        if first is None:
+            return None
+        cid, label, source = first
+        return CandidateRecord(cid, cid, 0, self.t.name, self.t.backend, label, None, source, {})
 
-    def _problem_args(self) -> dict:
-        """What the worker needs to build a whole problem's spec (nothing for a kernel type)."""
-        return {"problem": self.ctx.problem_path, "size": self.ctx.size} if self.whole_problem else {}
+    def _worker_args(self) -> dict:
+        return self.spec.worker_args(self.ctx.size)
 
     def _propose_round(self) -> list[tuple[dict, Variant, CandidateRecord]]:
         """Ask the agent once per seed; the untried variants of its ideas, in order."""
@@ -296,8 +292,9 @@ class TargetSearch:
         for c in ([t.best] if t.best else []) + pool:
             if all(c.candidate_id != s.candidate_id for s in seeds) and len(seeds) < ctx.limits.seeds:
                 seeds.append(c)
-        if not seeds and self.whole_problem:
-            seeds.append(self._model_seed())
+        first = None if seeds else self._first_parent()
+        if first is not None:
+            seeds.append(first)
         seen = {_digest(s) for s in t.sources()}
         queue: list[tuple[dict, Variant, CandidateRecord]] = []
         round_no = t.rounds
@@ -346,8 +343,7 @@ class TargetSearch:
             raise RuntimeError(f"kernel {self.t.name} has no {self.t.backend} starter")
         source = self.starter_path.read_text()
         n, cid = self._next_id()
-        # An Inductor seed's launch constants are its params, so the agent's first moves are one-knob moves.
-        params = seed_knobs(source) if self.whole_problem else {}
+        params = self.spec.starter_params(source)
         self.ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id="", experiment=n, target=self.t.name,
                                           backend=self.t.backend, label="starter" if not params else "Inductor seed",
                                           parent_id=None, source=source, diff="", params=params))
@@ -396,7 +392,7 @@ class TargetSearch:
         a kept kernel is always checked as fully as the starter was. [] (every dtype): the starter,
         the first passing kernel, a whole problem (one dtype), a spec that has only the target's."""
         dtypes = getattr(self.spec, "dtypes", None)
-        if self.t.best is None or c.is_starter or self.whole_problem or not dtypes or len(dtypes) < 2:
+        if self.t.best is None or c.is_starter or not dtypes or len(dtypes) < 2:
             return []
         from autokernel.kernels.spec import DTYPE_NAMES
 
@@ -434,7 +430,7 @@ class TargetSearch:
         try:
             report = yield Call("check", (str(path),), dict(
                 kernel=t.name, backend=t.backend, on_stage=on_stage, extra_shapes=[dict(t.shape)] if t.shape else None,
-                dtypes=screened or None, **self._problem_args()))
+                dtypes=screened or None, **self._worker_args()))
         except Exception as e:  # the worker's own failure is this candidate's failure, never the loop's
             for s in STAGES:
                 if s not in reported:
@@ -459,7 +455,7 @@ class TargetSearch:
         ctx, t = self.ctx, self.t
         try:
             records = yield Call("bench", (str(path),), dict(kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype,
-                                                              backend=t.backend, **self._problem_args()))
+                                                              backend=t.backend, **self._worker_args()))
         except Exception as e:
             ctx.emit(ev.ErrorEvent(where="bench", message=f"{c.candidate_id}: {type(e).__name__}: {e}"))
             ctx.emit(ev.Decision(candidate_id=c.candidate_id, target=t.name, decision="failed",
@@ -490,7 +486,7 @@ class TargetSearch:
         was = best.kernel_ms
         try:
             records = yield Call("bench", (str(candidate_path(ctx.workdir, best, self.starter_path)),), dict(
-                kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend, **self._problem_args()))
+                kernel=t.name, shapes=[dict(t.shape)], dtype=t.dtype, backend=t.backend, **self._worker_args()))
         except Exception as e:  # the candidate is then judged against the recorded time, as before
             ctx.emit(ev.ErrorEvent(where="bench", message=f"timing the best ({best.candidate_id}) again: "
                                                           f"{type(e).__name__}: {e}"))

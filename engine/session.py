@@ -308,7 +308,7 @@ class OptimizeSession:
                 ctx = SearchContext(state=self.state, emit=emit, agent=agent, agent_name=self.agent_name,
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),
-                                    hint=cfg.hint, problem_path=cfg.model_path, size=cfg.size)
+                                    hint=cfg.hint, size=cfg.size)
                 for p in self._walk(todo, ctx, emit, device):
                     target = self.state.targets.get(p["kind"])
                     if target is None:

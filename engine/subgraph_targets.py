@@ -251,16 +251,12 @@ def _extract(model_path: str, device: str, size: str | None, rows: list[dict], o
 
 
 class SubgraphSearch(TargetSearch):
-    """KernelBench mode's whole-problem search on a subgraph's problem: the worker builds the problem's
-    spec, the seed's knobs are its params, and agents see a whole-problem target (`kernel="problem"`)."""
+    """KernelBench mode's whole-problem search on a subgraph's problem (its brief says how a worker builds it
+    and that the seed's knobs are its params); agents see a whole-problem target (`kernel="problem"`)."""
 
     def __init__(self, ctx: Any, target: Any, spec: Any, problem: str):
         super().__init__(ctx, target, spec)
-        self.whole_problem = True
         self.problem = problem
-
-    def _problem_args(self) -> dict:
-        return {"problem": self.problem, "size": self.ctx.size}
 
     def _context(self, seed: Any) -> Any:
         """A whole-problem context that also names Inductor's seed and its measurement (an LLM's prompt shows

@@ -160,3 +160,23 @@ class KernelSpec:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "backends": self.backends, "signature": self.signature, "metric": self.metric}
+
+    # -- what the search asks of a target's spec; a whole problem's brief (engine/problem_spec.py) answers
+    # the same questions its own way, so the search has no case of its own for it.
+    starter_required = True  # a kernel type is searched from its starter
+
+    def first_parent(self) -> tuple[str, str, str] | None:
+        """(id, label, source) of the parent of the first ideas when there is no candidate yet: none here."""
+        return None
+
+    def starter_params(self, source: str) -> dict:
+        """The knobs a starter's source already sets, so the agent's first moves are one-knob moves."""
+        return {}
+
+    def worker_args(self, size: str | None) -> dict:
+        """What a worker needs beside the kernel's name to build this spec: nothing for a kernel type."""
+        return {}
+
+    def agent_problem(self) -> str:
+        """The problem file the agent is shown: none for a kernel type."""
+        return ""

@@ -125,6 +125,11 @@ class EndlessAgent:
                                Variant(source=fake_source(round(ms * 1.2, 9), tag=f"{self.calls}b"), label="slower")])]
 
 
+# What the search asks of a spec, answered as a kernel type's KernelSpec answers it (kernels/spec.py).
+KERNEL_SEARCH_HOOKS = {"starter_required": True, "first_parent": lambda: None, "starter_params": lambda source: {},
+                       "worker_args": lambda size: {}, "agent_problem": lambda: ""}
+
+
 def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm"), starter_ms=1.0, dtypes=None):
     """Make `autokernel.kernels` know fake kernel types whose starters are fake kernels (with `dtypes`,
     torch dtypes, the specs have several dtypes and the search screens candidates in one)."""
@@ -136,7 +141,8 @@ def install_fake_specs(monkeypatch, tmp_path: Path, kinds=("fakesoft", "fakenorm
         folder.mkdir(parents=True, exist_ok=True)
         starter = folder / "starter_triton.py"
         starter.write_text(fake_source(starter_ms, tag=kind))
-        specs[kind] = SimpleNamespace(name=kind, starters={"triton": starter}, backends=["triton"], tolerances={})
+        specs[kind] = SimpleNamespace(name=kind, starters={"triton": starter}, backends=["triton"], tolerances={},
+                                      **KERNEL_SEARCH_HOOKS)
         if dtypes:
             specs[kind].dtypes = tuple(dtypes)
     monkeypatch.setattr(kernels, "available", lambda: list(specs))
