@@ -4,7 +4,7 @@ Run on a GPU (`python scripts/split_rows_probe.py [OUT.json] [--kernels layernor
 KernelBench's 40_LayerNorm (16 rows of 64*256*256 fp32) ran our one-program-per-row starter far behind
 torch.compile, which splits such reductions across programs. For each shape and dtype this times, with
 triton.testing.do_bench (median), the starter forced onto its row path, the starter forced onto its split
-path at each SPLIT_PROGRAMS_PER_SM asked for, the starter as its rule picks, eager PyTorch and
+path at each SPLIT_PROGRAMS asked for, the starter as its rule picks, eager PyTorch and
 torch.compile of it (the harness's `compiled_baseline`); `--kernels reduce` times the reduce starter's split too; every output is first checked against eager at the spec's tolerance. It decides the
 split rule's constants (kernels/<norm>/starter_triton.py, playbook/templates/_rowwise.py) and is kept so
 the decision can be re-run on another GPU or Triton. Prints a table and writes the numbers as JSON.
@@ -73,10 +73,10 @@ def probe(kinds, programs) -> list[dict]:
                 plan = module.split_plan(shape["rows"], shape["cols"], sms)
                 forms = {
                     "rule": module.kernel_fn,
-                    "rows_path": _forced(module, SPLIT_ROWS_PER_SM=0),
+                    "rows_path": _forced(module, SPLIT_ROWS=0),
                 }
                 for p in programs:
-                    forced = dict(SPLIT_ROWS_PER_SM=1 << 30, SPLIT_MIN_COLS=0, SPLIT_PROGRAMS_PER_SM=p)
+                    forced = dict(SPLIT_ROWS=1 << 30, SPLIT_MIN_COLS=0, SPLIT_PROGRAMS=p)
                     saved = {k: getattr(module, k) for k in forced}
                     for k, v in forced.items():
                         setattr(module, k, v)
@@ -129,7 +129,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", default="split_rows_probe.json")
     parser.add_argument("--kernels", default="layernorm,rmsnorm", help="any of layernorm, rmsnorm, reduce")
-    parser.add_argument("--programs", default="4,8,16", help="SPLIT_PROGRAMS_PER_SM values to time the split at")
+    parser.add_argument("--programs", default="4,8,16", help="SPLIT_PROGRAMS values to time the split at")
     a = parser.parse_args()
     if not torch.cuda.is_available():
         print("split_rows_probe: needs a CUDA GPU", file=sys.stderr)

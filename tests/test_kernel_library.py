@@ -351,9 +351,9 @@ def test_the_rotary_kernels_read_a_transposed_q_where_it_is_and_keep_its_layout(
     from autokernel.playbook.templates import rotary_embedding as template
 
     path = spec_of("rotary_embedding").starters["triton"]
-    if source == "template":
+    if source == "template":  # the starter at its defaults; its other tiled kernel: partners gathered, no halves
         path = tmp_path / "rotary_template.py"
-        path.write_text(template.render({}))
+        path.write_text(template.render({"split_halves": False}))
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
     p = subprocess.run([sys.executable, "-c", ROTARY_VIEW_SCRIPT, str(path)], capture_output=True, text=True,
                        timeout=300, env=env)

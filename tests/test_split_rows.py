@@ -91,6 +91,15 @@ def _load(path: Path):
     return module
 
 
+def _rendered(template, folder: Path, **params):
+    """The template's candidate for these knob values, imported from a file in `folder` (new), where Triton
+    can read its kernels' source; none is launched."""
+    folder.mkdir()
+    path = folder / "candidate.py"
+    path.write_text(template.render({**template.DEFAULTS, **params}))
+    return _load(path)
+
+
 def _source(kind: str, origin: str) -> str:
     if origin == "starter":
         return get_spec(kind).starters["triton"].read_text()
@@ -98,9 +107,8 @@ def _source(kind: str, origin: str) -> str:
     return template.render(template.DEFAULTS)
 
 
-# The reduce template splits by its own fixed knob (`split`), so only its starter follows the rule.
 @pytest.mark.parametrize("kind,origin", [("layernorm", "starter"), ("layernorm", "template"), ("rmsnorm", "starter"),
-                                         ("rmsnorm", "template"), ("reduce", "starter")])
+                                         ("rmsnorm", "template"), ("reduce", "starter"), ("reduce", "template")])
 def test_split_rows_match_torch_in_every_dtype_with_and_without_affine(kind, origin):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", SPLIT_RUN, kind, f"{kind}_{origin}.py", _source(kind, origin)],
@@ -137,11 +145,11 @@ def test_the_rule_splits_few_wide_rows_and_leaves_many_rows_alone(kind):
 
 
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
-def test_the_template_defaults_are_the_starters_rule_and_the_knobs_say_when_they_act(kind):
+def test_the_template_defaults_are_the_starters_rule_and_the_knobs_say_when_they_act(kind, tmp_path):
     starter = _load(get_spec(kind).starters["triton"])
     template = get_template(kind)
-    assert template.DEFAULTS["split_rows"] == starter.SPLIT_ROWS_PER_SM
-    assert template.DEFAULTS["split_programs"] == starter.SPLIT_PROGRAMS_PER_SM
+    assert template.DEFAULTS["split_rows"] == starter.SPLIT_ROWS
+    assert template.DEFAULTS["split_programs"] == starter.SPLIT_PROGRAMS
     assert (_rowwise.SPLIT_MIN_COLS, _rowwise.SPLIT_BLOCK) == (starter.SPLIT_MIN_COLS, starter.SPLIT_BLOCK)
     wide = template.effective(template.DEFAULTS, {"rows": 16, "cols": 1 << 22}, "fp32")
     assert (wide["split_rows"], wide["split_programs"]) == (4, 8)
@@ -149,9 +157,10 @@ def test_the_template_defaults_are_the_starters_rule_and_the_knobs_say_when_they
     assert narrow["split_rows"] is None and narrow["split_programs"] is None  # rows that fit are never split
     off = template.effective({**template.DEFAULTS, "split_rows": 0}, {"rows": 16, "cols": 1 << 22}, "fp32")
     assert off["split_rows"] == 0 and off["split_programs"] is None
-    # Off, the rendered file has no split path at all.
-    assert "_split_plan" not in template.render({**template.DEFAULTS, "split_rows": 0})
-    assert "_split_plan(n_rows, n_cols, x.device)" in template.render(template.DEFAULTS)
+    # Off, the rendered file's rule splits no shape at all.
+    never = _rendered(template, tmp_path / f"{kind}_never", split_rows=0)
+    assert all(never.split_plan(rows, 1 << 22, 132) is None for rows in (1, 16, 64))
+    assert _rendered(template, tmp_path / f"{kind}_defaults").split_plan(16, 1 << 22, 132) is not None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU run compiles and runs the starters for real")

@@ -31,11 +31,11 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 ROW_TILE, MAX_ROWS = (16384, 256) if INTERPRETED else (4096, 64)
 
 # The split rule (see `split_plan`): rows at least SPLIT_MIN_COLS wide are split when there are fewer
-# than SPLIT_ROWS_PER_SM rows per SM; the split grid aims at SPLIT_PROGRAMS_PER_SM programs per SM,
+# than SPLIT_ROWS rows per SM; the split grid aims at SPLIT_PROGRAMS programs per SM,
 # each walking its chunk SPLIT_BLOCK elements at a time.
 SPLIT_MIN_COLS = 16385
-SPLIT_ROWS_PER_SM = 4
-SPLIT_PROGRAMS_PER_SM = 8
+SPLIT_ROWS = 4
+SPLIT_PROGRAMS = 8
 SPLIT_BLOCK = 4096
 
 # Knobs, each with its playbook tier. 0 picks the starter's own rule where a knob has one.
@@ -131,14 +131,14 @@ def _num_sms(device):
 def split_plan(n_rows, n_cols, num_sms):
     """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
 
-    One program per row fills the GPU only with enough rows; below SPLIT_ROWS_PER_SM rows per SM
+    One program per row fills the GPU only with enough rows; below SPLIT_ROWS rows per SM
     (and for rows of at least SPLIT_MIN_COLS) each row is cut into chunks, as many as bring the grid
-    to about SPLIT_PROGRAMS_PER_SM programs per SM, each a whole number of tiles (one at least).
+    to about SPLIT_PROGRAMS programs per SM, each a whole number of tiles (one at least).
     """
-    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS_PER_SM * num_sms:
+    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * num_sms:
         return None
     # At least a whole tile per program: less work than that is all set-up.
-    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS_PER_SM * num_sms, n_rows)), SPLIT_BLOCK)
+    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * num_sms, n_rows)), SPLIT_BLOCK)
     chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
     chunks = triton.cdiv(n_cols, chunk)
     return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
