@@ -51,15 +51,22 @@ class PlaybookAgent:
             return propose_seed_moves(ctx, PATIENCE, known, _knob_misses(ctx, known))
         template = get_template(ctx.kernel)  # ValueError: playbook has no template for this kernel
         tried = _tried_keys(template, ctx)
-        if not _is_template_params(template, ctx.parent_params):
-            return self._enter_template(template, ctx, tried)
-        parent = complete(template, ctx.parent_params)
+        params = ctx.parent_params
+        if not _is_template_params(template, params):
+            entry = self._enter_template(template, ctx, tried)
+            if entry or not _is_the_starter(template, ctx.parent_source):
+                return entry
+            params = template.DEFAULTS  # the starter is the template at its defaults: its knobs move from there
+        parent = complete(template, params)
         moves = self._moves(template, ctx, parent, tried)
         return moves[: max(ctx.max_ideas, 0)]
 
     # -- the first step: from a starter (or foreign code) into the template family ----------------
     def _enter_template(self, template: Any, ctx: AgentContext, tried: set[str]) -> list[Idea]:
         base = dict(template.DEFAULTS)
+        starter = _is_the_starter(template, ctx.parent_source)
+        if starter:
+            tried = tried | {_key(template, base, ctx.shape, ctx.dtype)}  # the parent itself
         starts = [base]
         if "rows_per_program" in base and _width(ctx.shape):
             # Row kernels: spread the first guesses over the two moves that most often decide them.
@@ -87,13 +94,19 @@ class PlaybookAgent:
         if not variants or ctx.max_ideas <= 0:
             return []
         where = _measured(ctx, template)
-        hypothesis = (
-            f"{where}. The parent is not from the playbook's {ctx.kernel} template, so there are no knobs to move yet: "
-            f"this idea moves to the template family (its defaults and, for row kernels, first guesses of the launch "
-            f"shape for {_width(ctx.shape) or '?'}-wide rows), so later rounds can tune it one knob at a time."
-        )
-        return [Idea(tier=1, title=f"Move from the starter to the playbook {ctx.kernel} template", hypothesis=hypothesis,
-                     variants=variants, parent_id=ctx.parent_id)]
+        width = _width(ctx.shape) or "?"
+        if starter:
+            hypothesis = (f"{where}. The parent is the starter, the {ctx.kernel} template at its defaults: this idea "
+                          f"tries first guesses of the launch shape for {width}-wide rows, so later rounds tune one "
+                          f"knob at a time from whichever is best.")
+            title = f"First launch shapes for the {ctx.kernel} starter"
+        else:
+            hypothesis = (
+                f"{where}. The parent is not from the playbook's {ctx.kernel} template, so there are no knobs to move "
+                f"yet: this idea moves to the template family (its defaults and, for row kernels, first guesses of the "
+                f"launch shape for {width}-wide rows), so later rounds can tune it one knob at a time.")
+            title = f"Move from the starter to the playbook {ctx.kernel} template"
+        return [Idea(tier=1, title=title, hypothesis=hypothesis, variants=variants, parent_id=ctx.parent_id)]
 
     # -- later steps: one knob per idea, tiers walked by what paid -------------------------------
     def _moves(self, template: Any, ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
@@ -157,6 +170,11 @@ class PlaybookAgent:
 def _key(template: Any, params: dict, shape: dict, dtype: str) -> str:
     """Params as they act at the target shape and dtype, as a stable string (no-op differences match)."""
     return json.dumps(effective(template, params, shape, dtype), sort_keys=True, default=str)
+
+
+def _is_the_starter(template: Any, source: str) -> bool:
+    """Whether `source` is the kernel type's starter, which is its template at the defaults."""
+    return bool(source) and source == template.render(template.DEFAULTS)
 
 
 def _is_template_params(template: Any, params: dict) -> bool:
