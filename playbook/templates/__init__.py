@@ -1,13 +1,11 @@
 """Parameterised Triton candidates, one module per kernel type.
 
-Each module defines `KERNEL`, `METRIC` ("GB/s" or "TFLOP/s"), `DEFAULTS` (a complete params dict),
-`SPACE` (a tuple of `Knob`, each tagged with its playbook tier) and `render(params) -> str`, the
-full source of a candidate file that defines `kernel_fn` with the spec's signature. Optional:
+Each module defines `KERNEL`, `METRIC` ("GB/s" or "TFLOP/s"), `SPACE` (a tuple of `Knob`, each tagged
+with its playbook tier and the reason a move could pay), `DEFAULTS` (the starter's own values) and
+`render(params) -> str`: the type's Triton starter, its one implementation, with those knob constants
+set (`_source.render_starter`), so `render(DEFAULTS)` is the starter itself. Optional:
 `effective(params, shape, dtype) -> dict` maps params to what actually changes the compiled kernel at a
 shape and dtype (so the agent does not spend an experiment on a move that is a no-op there).
-
-Knob values become module-level constants in the rendered file, so a move changes few lines of
-the diff the user sees.
 """
 
 from __future__ import annotations
@@ -114,17 +112,6 @@ def effective(template: ModuleType, params: dict[str, Any], shape: dict | None, 
     fn = getattr(template, "effective", None)
     full = complete(template, params)
     return fn(full, shape or {}, dtype) if fn else full
-
-
-TIER_NAMES = {1: "launch shape", 2: "memory access", 3: "compute", 4: "algorithm", 5: "Hopper", 6: "kernel-specific"}
-
-
-def knob_header(space: tuple[Knob, ...], params: dict[str, Any]) -> str:
-    """The block of module-level constants at the top of a rendered candidate."""
-    lines = ["# Knobs of this candidate (the playbook agent moves one per idea), each with its playbook tier."]
-    for knob in space:
-        lines.append(f"{knob.constant} = {params[knob.name]!r}  # tier {knob.tier}, {TIER_NAMES[knob.tier]}")
-    return "\n".join(lines)
 
 
 def next_power_of_2(n: int) -> int:

@@ -1,15 +1,14 @@
-"""Pieces shared by the row-wise templates (softmax, cross_entropy, layernorm, rmsnorm, reduce).
+"""Knobs shared by the row-wise templates (softmax, cross_entropy, layernorm, rmsnorm, reduce).
 
 Each of those kernels gives a program ROWS rows of a 2-D view; the knobs that decide how rows
 are spread over programs and how they are loaded mean the same in all of them. Few, wide rows are
 instead split into chunks over a 2-D grid (rows x chunks): the rule that picks that path and its
-knobs are shared here, the kernels that compute and merge the per-chunk partials are each template's.
+knobs are shared here; the kernels that compute and merge the per-chunk partials are each starter's.
 """
 
 from __future__ import annotations
 
 from . import Knob, next_power_of_2
-from ._source import block, fill
 
 NUM_WARPS = Knob("num_warps", 1, (1, 2, 4, 8, 16, 32),
                  "{new} warps instead of {old} split a {width}-wide row over more threads: more loads in flight per row and fewer values per thread, so latency is hidden better",
@@ -36,51 +35,10 @@ SPLIT_PROGRAMS = Knob("split_programs", 4, (2, 4, 8, 16, 32),
                       "a split grid aiming at {new} programs per SM instead of {old}: smaller chunks of the {cols}-wide rows put more loads in flight per SM and even out the last wave",
                       why_down="a split grid aiming at {new} programs per SM instead of {old}: longer chunks mean fewer partials to write and merge and less per-program set-up")
 
-# The split path's fixed part, pasted into a rendered candidate beside its knobs: rows narrower than
-# SPLIT_MIN_COLS fit one tile of registers and are never split; chunks are walked SPLIT_BLOCK at a time.
+# The split path's fixed part, as the starters define it: rows narrower than SPLIT_MIN_COLS fit one tile of
+# registers and are never split; chunks are walked SPLIT_BLOCK at a time.
 SPLIT_MIN_COLS = 16385
 SPLIT_BLOCK = 4096
-SPLIT_PLAN = block(
-    f'''
-    SPLIT_MIN_COLS = {SPLIT_MIN_COLS}  # narrower rows fit one tile of registers: never split
-    SPLIT_BLOCK = {SPLIT_BLOCK}  # elements per loop step of a chunk
-
-
-    def _split_plan(n_rows, n_cols, device):
-        """(chunks per row, chunk length, tile) when few, wide rows are better split across programs, else None.
-
-        One program per row fills the GPU only with enough rows: below SPLIT_ROWS rows per SM each row
-        is cut into chunks of whole tiles (one at least), as many as bring the grid to about SPLIT_PROGRAMS programs per SM.
-        """
-        sms = _num_sms(device)
-        if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * sms:
-            return None
-        # At least a whole tile per program: less work than that is all set-up.
-        per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * sms, n_rows)), SPLIT_BLOCK)
-        chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
-        chunks = triton.cdiv(n_cols, chunk)
-        return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
-    '''
-)
-
-
-def chunk_walk(body: str, load_hint: str = "") -> str:
-    """A split program's walk over its chunk (`chunk`, grid axis 1) of its row (`row`, axis 0), BLOCK_N
-    elements at a time; `body` runs per step and sees `idx`, `ok` and `x` (fp32)."""
-    return fill(
-        """
-        x_row = x_ptr + row * stride_x
-        first = chunk.to(tl.int64) * CHUNK
-        cols = tl.arange(0, BLOCK_N)
-        for start in range(0, CHUNK, BLOCK_N):
-            idx = first + start + cols
-            ok = idx < n_cols
-            x = tl.load(x_row + idx, mask=ok, other=0.0<<hint>>).to(tl.float32)
-            <<body>>
-        """,
-        body=body,
-        hint=load_hint,
-    )
 
 
 def effective_split(out: dict, width: int) -> dict:
@@ -109,30 +67,3 @@ def effective_rowwise(params: dict, width: int, block_knob: str) -> dict:
     if not looped and "num_stages" in out:
         out["num_stages"] = None
     return out
-
-
-def row_loop(body: str, persistent: bool) -> str:
-    """The body once per program (row_block = program id) or in a persistent grid-stride loop."""
-    if persistent:
-        return fill(
-            """
-            for row_block in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-                <<body>>
-            """,
-            body=body,
-        )
-    return fill(
-        """
-        row_block = tl.program_id(0)
-        <<body>>
-        """,
-        body=body,
-    )
-
-
-def grid_expr(persistent: bool) -> str:
-    return "(min(n_blocks, PERSISTENT * _num_sms(x.device)),)" if persistent else "(n_blocks,)"
-
-
-def launch_opts(autotune: bool) -> str:
-    return "" if autotune else ", num_warps=NUM_WARPS, num_stages=NUM_STAGES"
