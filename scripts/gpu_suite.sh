@@ -2,7 +2,7 @@
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
 #   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe mma gputests kernelbench
-#   scripts/gpu_suite.sh setup multigpu multigpu_ray          # a box with several GPUs (issue 22)
+#   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -212,6 +212,14 @@ step_multigpu() {
       --batch "$batch" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
     echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
   fi
+}
+
+step_multigpu_fixed() {
+  # Issue 22: the pool alone, the same candidates (single-knob moves of the RMSNorm starter) through one worker
+  # and then one per GPU, so the ratio is not the search's path (run 30's sessions walked different ones).
+  "$PY" scripts/multigpu_bench.py fixed -o "$RESULTS/multigpu" --kernel "${MG_KERNEL:-rmsnorm}" \
+    --candidates "${MG_CANDIDATES:-24}" > "$RESULTS/multigpu_fixed.txt" 2>&1
+  echo "fixed candidates rc=$?"; tail -4 "$RESULTS/multigpu_fixed.txt"
 }
 
 step_multigpu_ray() {

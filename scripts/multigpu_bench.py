@@ -3,6 +3,7 @@
     python3 scripts/multigpu_bench.py consistency -o DIR           # the same kernels timed on each GPU
     python3 scripts/multigpu_bench.py sessions -o DIR [--experiments 12] [--kb PROBLEM_DIR ...]
     python3 scripts/multigpu_bench.py ray -o DIR                   # the optimize session through Ray, added
+    python3 scripts/multigpu_bench.py fixed -o DIR [--kernel rmsnorm] [--candidates 24]   # the pool alone
 
 `consistency` times a few fixed kernels (our softmax and RMSNorm starters, a bf16 GEMM, a copy) on every
 visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports each GPU against the median.
@@ -12,6 +13,9 @@ visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports eac
      the KernelBench batch with --workers 1 on GPU 1 (separate GPUs: neither timing sees the other's work);
   2. then on all GPUs: the same batch with --workers N and the same optimize session with --workers N.
 `ray` runs that session once more with --ray local (the workers as Ray actors).
+`fixed` measures the pool alone, without a search whose path depends on what it measures: the same list of
+playbook candidates (every single-knob move of a kernel type's starter, in order) checked in one dtype and
+timed at the Llama's shape, through a pool of one worker and then of one per GPU, each with its own caches.
 Each optimize session runs a fixed number of experiments (--max-experiments, a plateau that cannot stop it,
 no integration); its rate is decided experiments over the span from the first experiment written to the last
 decided. Writes DIR/multigpu.json and prints the comparison.
@@ -194,6 +198,80 @@ def ray_session(out: Path, experiments: int) -> dict:
     return result
 
 
+def fixed_candidates(kernel: str, count: int) -> list[tuple[str, str]]:
+    """(label, source) of the first `count` single-knob moves of `kernel`'s starter, in the template's order."""
+    from autokernel.playbook.templates import get_template
+
+    template = get_template(kernel)
+    moves = [(f"{knob.name}={value!r}", {**template.DEFAULTS, knob.name: value})
+             for knob in template.SPACE for value in knob.values if value != template.DEFAULTS[knob.name]]
+    return [(label, template.render(params)) for label, params in moves[:count]]
+
+
+def _candidate_experiment(path: str, kernel: str, shape: dict, dtype: str, done: list):
+    """One candidate: checked in `dtype`, timed at `shape` if it passed; `done` gets (worker, passed, ms)."""
+    from autokernel.engine.pool import Call
+
+    report = yield Call("check", (path,), {"kernel": kernel, "backend": "triton", "dtypes": [dtype]})
+    ms = None
+    if report.passed:
+        try:
+            records = yield Call("bench", (path,), {"kernel": kernel, "shapes": [shape], "dtype": dtype})
+            ms = records[0].kernel_ms if records else None
+        except RuntimeError:  # it failed while timed: counted as an experiment all the same
+            pass
+    done.append((report.passed, ms))
+
+
+def fixed_pool_run(workers: list, candidates: list[tuple[str, str]], folder: Path, kernel: str, shape: dict,
+                   dtype: str) -> dict:
+    """The candidates through a pool of `workers`: wall time from the first start to the last end."""
+    from autokernel.engine.pool import WorkerPool
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (_, source) in enumerate(candidates):
+        path = folder / f"{kernel}_{i:03d}.py"
+        path.write_text(source)
+        paths.append(str(path))
+    done: list = []
+    pool = WorkerPool(workers)
+    t0 = time.monotonic()
+    try:
+        pool.run(_candidate_experiment(p, kernel, shape, dtype, done) for p in paths)
+    finally:
+        wall = time.monotonic() - t0
+        pool.close()
+    return {"workers": len(workers), "candidates": len(done), "passed": sum(1 for ok, _ in done if ok),
+            "wall_s": wall, "per_hour": len(done) / wall * 3600 if wall > 0 else None,
+            "kernel_ms": [ms for _, ms in done]}
+
+
+def fixed(out: Path, kernel: str, count: int, dtype: str = "bf16") -> dict:
+    """`fixed`: one worker, then one per GPU, each run with its own Triton and Inductor caches."""
+    from autokernel.engine.pool import make_workers
+    from autokernel.kernels import get_spec
+
+    device = "cuda" if gpu_count() else "cpu"
+    n = max(1, gpu_count())
+    shape = {"rows": 8192, "cols": 4096} if device == "cuda" else dict(get_spec(kernel).smoke_shape)
+    candidates = fixed_candidates(kernel, count)
+    runs = []
+    for workers in dict.fromkeys((1, n)):
+        folder = out / f"fixed_w{workers}"
+        os.environ["TRITON_CACHE_DIR"] = str(folder / "triton-cache")  # the workers inherit it
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor-cache")
+        run = fixed_pool_run(make_workers(device, workers), candidates, folder, kernel, shape, dtype)
+        runs.append(run)
+        print(f"  {workers} worker(s): {run['candidates']} candidates ({run['passed']} passed) in "
+              f"{run['wall_s']:.1f} s = {run['per_hour']:.0f}/h"
+              + (f" ({run['per_hour'] / runs[0]['per_hour']:.2f}x one worker)" if workers > 1 else ""), flush=True)
+    result = {"kernel": kernel, "shape": shape, "dtype": dtype, "device": device,
+              "labels": [label for label, _ in candidates], "runs": runs}
+    (out / "fixed.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def _print_summary(result: dict) -> None:
     n = result["gpus"]
     print("\noptimize sessions (bundled Llama, large, playbook agent):")
@@ -217,16 +295,20 @@ def _print_summary(result: dict) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("consistency", "sessions", "ray"))
+    p.add_argument("what", choices=("consistency", "sessions", "ray", "fixed"))
     p.add_argument("-o", "--out", required=True)
     p.add_argument("--experiments", type=int, default=12, help="experiments per optimize session")
     p.add_argument("--kb", nargs="*", default=[], help="KernelBench problem folders or files for the batch")
     p.add_argument("--kb-experiments", type=int, default=4)
+    p.add_argument("--kernel", default="rmsnorm", help="fixed: the kernel type whose starter's moves are run")
+    p.add_argument("--candidates", type=int, default=24, help="fixed: how many of those moves")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.what == "consistency":
         consistency(out)
+    elif args.what == "fixed":
+        fixed(out, args.kernel, args.candidates)
     elif args.what == "ray":
         ray_session(out, args.experiments)
     else:
