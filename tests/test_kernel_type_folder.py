@@ -81,20 +81,20 @@ def kernel_fn(x):
 '''
 
 TEMPLATE = '''
-"""The playbook's space of the toy type: the block each program negates."""
+"""The playbook's space of the toy type: the block each program negates, a constant of its starter."""
 
 from autokernel.playbook.templates import Knob
+from autokernel.playbook.templates._source import render_starter
 
 KERNEL = "negate"
 METRIC = "GB/s"
 SPACE = (Knob("block", 1, (256, 512, 1024), "a block of {new} elements instead of {old} changes how many programs run"),)
 DEFAULTS = {"block": 1024}
-SOURCE = %r
 
 
 def render(params):
-    return SOURCE.format(block=params["block"])
-''' % KERNEL
+    return render_starter(KERNEL, SPACE, {**DEFAULTS, **params})
+'''
 
 RECOGNISE = '''
 """The profiler sees the toy type in a call of torch.neg (or -x)."""
@@ -189,10 +189,10 @@ def test_a_kernel_type_added_as_one_folder_is_profiled_searched_and_patched(tmp_
     # profiled: the model's torch.neg is a row of the toy type, at the model's shape
     rows = [r for e in _events(db, "profile_ready") for r in e["rows"] if r["kind"] == "negate"]
     assert rows and rows[0]["target_shape"] == {"rows": 64, "cols": 256}, proc.stdout[-3000:]
-    # searched: the starter, then the folder's playbook template rendered at its defaults, both correct
-    # (kept, or discarded as no faster: timings on the interpreter decide which), the starter kept
+    # searched: the starter, then the starter with its one knob moved by the folder's playbook template, both
+    # correct (kept, or discarded as no faster: timings on the interpreter decide which), the starter kept
     written = [c for c in _events(db, "candidate_written") if c["target"] == "negate"]
-    assert len(written) == 2 and "BLOCK = 1024" in written[1]["source"], proc.stdout[-3000:]
+    assert len(written) == 2 and "BLOCK = 512" in written[1]["source"], proc.stdout[-3000:]
     decided = {d["candidate_id"]: d["decision"] for d in _events(db, "decision") if d["target"] == "negate"}
     assert decided[written[0]["candidate_id"]] == "kept", proc.stdout[-3000:]
     assert decided[written[1]["candidate_id"]] in ("kept", "discarded"), proc.stdout[-3000:]
