@@ -66,15 +66,20 @@ def _reads_as_one_workers_experiment(seq: list[ev.Event]) -> None:
     assert sum(isinstance(e, ev.Decision) for e in seq) == 1
 
 
-def _both_busy(db: Path) -> bool:
-    """Whether two experiments are under way on two workers (a stage running, nothing decided), as stored."""
+def _both_early_in_a_check(db: Path) -> bool:
+    """Whether two experiments are under way on two workers, each running one of the first stages of its
+    check (as stored): seconds from its bench, so a worker killed now dies inside a check."""
     if not db.exists() or not Store(db).sessions():
         return False
     _, events = _stored(db)
     busy = {}
     for cid, seq in _by_candidate(events).items():
-        if not isinstance(seq[-1][1], ev.Decision):
-            busy.update({e.worker: cid for _, e in seq if isinstance(e, ev.StageResult)})
+        if isinstance(seq[-1][1], ev.Decision):
+            continue
+        stages = [e for _, e in seq if isinstance(e, ev.StageResult)]
+        if not (stages and stages[-1].status == "running" and stages[-1].stage in ("smoke", "shape_sweep", "stability")):
+            continue
+        busy.update({e.worker: cid for e in stages})
     return len(busy) >= 2
 
 
@@ -128,10 +133,10 @@ def test_a_worker_killed_mid_experiment_is_replaced_and_the_session_completes(tm
     proc = _optimize(tmp_path, "--workers", "2", "--max-experiments", "5")
     try:
         deadline = time.monotonic() + 600
-        while not (_both_busy(tmp_path / "s.db") and _worker_processes(proc.pid)):  # round 1: one on each worker
+        while not (_both_early_in_a_check(tmp_path / "s.db") and _worker_processes(proc.pid)):
             assert proc.poll() is None and time.monotonic() < deadline, "the two workers were never busy at once"
             time.sleep(0.2)
-        _, killed = _worker_processes(proc.pid)[0]  # either one is in the middle of a check
+        _, killed = _worker_processes(proc.pid)[0]  # either one is in the middle of a check, not near its bench
         os.kill(killed, signal.SIGKILL)
         out, err = proc.communicate(timeout=600)
     finally:
