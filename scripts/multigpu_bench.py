@@ -15,7 +15,7 @@ visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports eac
 `ray` runs that session once more with --ray local (the workers as Ray actors).
 `fixed` measures the pool alone, without a search whose path depends on what it measures: the same list of
 playbook candidates (every single-knob move of a kernel type's starter, in order) checked in one dtype and
-timed at the Llama's shape, through a pool of one worker and then of one per GPU, each with its own caches.
+timed at the type's first bench shape, through a pool of one worker and then of one per GPU, each with its own caches.
 Each optimize session runs a fixed number of experiments (--max-experiments, a plateau that cannot stop it,
 no integration); its rate is decided experiments over the span from the first experiment written to the last
 decided. Writes DIR/multigpu.json and prints the comparison.
@@ -254,7 +254,8 @@ def fixed(out: Path, kernel: str, count: int, dtype: str = "bf16") -> dict:
 
     device = "cuda" if gpu_count() else "cpu"
     n = max(1, gpu_count())
-    shape = {"rows": 8192, "cols": 4096} if device == "cuda" else dict(get_spec(kernel).smoke_shape)
+    spec = get_spec(kernel)
+    shape = dict(spec.bench_shapes[0] if device == "cuda" else spec.smoke_shape)  # a GPU: the type's first bench shape
     candidates = fixed_candidates(kernel, count)
     runs = []
     for workers in dict.fromkeys((1, n)):
