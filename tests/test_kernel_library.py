@@ -202,15 +202,16 @@ def test_bench_title_never_prints_a_zero_ceiling():
 
 
 # The interpreter runs kernels as Python, so only the compiler sees some errors (types it cannot
-# lower, a shared-memory layout ptxas rejects). Each starter's Triton launches at LLM shapes are
-# captured on CPU tensors (nothing runs) and compiled for sm_90 through ptxas, as an H100 would.
+# lower, a shared-memory layout ptxas rejects). A candidate's Triton launches (a kernel type's template
+# rendered with some params: at {} the starter itself) are captured on CPU tensors (nothing runs) and
+# compiled for sm_90 through ptxas, as an H100 would. One script for every such test.
 COMPILE_FOR_HOPPER = r'''
-import importlib.util, json, sys, warnings
+import importlib.util, json, sys, tempfile, warnings
 warnings.simplefilter("ignore")
 import torch, triton
 from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
-from autokernel.kernels import all_specs, get_spec
+from autokernel.playbook.templates import complete, get_template
 
 if "nvidia" not in triton.backends.backends:
     print(json.dumps({"skip": "this Triton has no NVIDIA backend"})); sys.exit(0)
@@ -219,11 +220,13 @@ from triton.compiler import ASTSource
 
 captured = []
 JITFunction.run = lambda self, *args, grid, warmup=False, **kw: captured.append((self, args, kw))
-Autotuner.run = lambda self, *args, **kw: self.fn.run(*args, **kw, **self.configs[0].all_kwargs())
-POINTEE = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32", torch.int64: "*i64"}
+Autotuner.run = lambda self, *args, **kw: self.fn.run(*args, **{**kw, **self.configs[0].all_kwargs()})
+POINTEE = {torch.bfloat16: "*bf16", torch.float16: "*fp16", torch.float32: "*fp32", torch.int64: "*i64",
+           torch.int32: "*i32"}
 
 def signature(fn, args, kw):
-    given = {**dict(zip(fn.arg_names, args)), **kw}
+    given = {p.name: p.default for p in fn.params if p.has_default}  # a parameter left at its default
+    given.update({**dict(zip(fn.arg_names, args)), **{k: v for k, v in kw.items() if k in fn.arg_names}})
     sig, consts = {}, {}
     for i, name in enumerate(fn.arg_names):
         value = given[name]
@@ -231,6 +234,8 @@ def signature(fn, args, kw):
             sig[name], consts[name] = "constexpr", value
         elif isinstance(value, torch.Tensor):
             sig[name] = POINTEE[value.dtype]
+        elif isinstance(value, bool):
+            sig[name] = "i1"
         elif isinstance(value, float):
             sig[name] = "fp32"
         else:
@@ -238,9 +243,12 @@ def signature(fn, args, kw):
     return sig, consts
 
 errors = {}
-for name, arg_specs in json.loads(sys.argv[1]).items():
-    path = get_spec(name).starters["triton"]
-    spec = importlib.util.spec_from_file_location(f"starter_{name}", path)
+for n, (label, kernel, params, arg_specs) in enumerate(json.loads(sys.argv[1])):
+    template = get_template(kernel)
+    path = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False).name
+    with open(path, "w") as f:
+        f.write(template.render(complete(template, params)))
+    spec = importlib.util.spec_from_file_location(f"candidate_{n}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     args = [torch.empty(a[0], dtype=getattr(torch, a[1])) if isinstance(a, list) else a for a in arg_specs]
@@ -256,7 +264,7 @@ for name, arg_specs in json.loads(sys.argv[1]).items():
     except Exception as e:
         if "ptxas" in str(e) and "not found" in str(e).lower():
             print(json.dumps({"skip": "no ptxas here"})); sys.exit(0)
-        errors[name] = f"{type(e).__name__}: {str(e)[:400]}"
+        errors[label] = f"{type(e).__name__}: {str(e)[:400]}"
 print(json.dumps({"errors": errors}))
 '''
 
@@ -273,11 +281,12 @@ HOPPER_ARGS = {
 }
 
 
-def compile_for_hopper(args: dict) -> dict:
-    """COMPILE_FOR_HOPPER in a process of its own (no interpreter) on `args` ({kind: argument specs}): the
-    errors per kind; skips the test where this machine's Triton cannot target sm_90."""
+def compile_for_hopper(jobs: list) -> dict:
+    """COMPILE_FOR_HOPPER in a process of its own (no interpreter) on `jobs`, each (label, kernel type, template
+    params, argument specs: [shape, dtype name] for a tensor, else the value): the errors per label; skips the
+    test where this machine's Triton cannot target sm_90."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER, json.dumps(args)],
+    done = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER, json.dumps(jobs)],
                           capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -288,7 +297,7 @@ def compile_for_hopper(args: dict) -> dict:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU run compiles and runs the starters for real")
 def test_starters_compile_for_hopper():
-    assert compile_for_hopper(HOPPER_ARGS) == {}
+    assert compile_for_hopper([(kind, kind, {}, args) for kind, args in HOPPER_ARGS.items()]) == {}
 
 
 @pytest.mark.parametrize("spec", all_specs(), ids=lambda s: s.name)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -465,71 +464,8 @@ def test_a_tier_that_stopped_paying_gives_way_and_is_revisited_around_a_new_best
 
 # -- compiled for Hopper without a GPU ------------------------------------------------------------
 # The interpreter runs Python, so it cannot see what only the compiler rejects (a name defined inside
-# a loop and used after it, a loop Triton cannot warp-specialize). Here each
-# Triton launch of a rendered candidate is captured on CPU tensors and compiled by triton.compile
-# for sm_90, through ptxas, as the H100 would (shared-memory limits are only checked at launch).
-SM90_COMPILE = textwrap.dedent(
-    r'''
-    import importlib.util, json, sys, tempfile, warnings
-    warnings.simplefilter("ignore")
-    import torch, triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
-    from autokernel.playbook.templates import complete, get_template
-
-    launches = []
-    JITFunction.run = lambda self, *args, grid, warmup=False, **kw: launches.append((self, args, kw))
-    Autotuner.run = lambda self, *args, **kw: self.fn.run(*args, **{**kw, **self.configs[0].all_kwargs()})
-    TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.int64: "i64", torch.int32: "i32"}
-
-    def compile_for_sm90(fn, args, kwargs):
-        values = {**dict(zip(fn.arg_names, args)), **{k: v for k, v in kwargs.items() if k in fn.arg_names}}
-        sig, consts = {}, {}
-        for i, name in enumerate(fn.arg_names):
-            v = values[name]
-            if i in fn.constexprs:
-                sig[name], consts[name] = "constexpr", v
-            elif isinstance(v, torch.Tensor):
-                sig[name] = "*" + TYPES[v.dtype]
-            elif isinstance(v, bool):
-                sig[name] = "i1"
-            elif isinstance(v, int):
-                sig[name] = "i32" if -2**31 <= v < 2**31 else "i64"
-            else:
-                sig[name] = "fp32"
-        options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages") and v is not None}
-        triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32), options=options)
-
-    if "nvidia" not in triton.backends.backends:
-        print(json.dumps({"skip": "this Triton has no NVIDIA backend"}))
-        sys.exit(0)
-    errors = {}
-    for n, (kernel, params, shapes) in enumerate(json.loads(sys.argv[1])):
-        template = get_template(kernel)
-        path = tempfile.NamedTemporaryFile("w", suffix=".py", delete=False).name
-        with open(path, "w") as f:
-            f.write(template.render(complete(template, params)))
-        spec = importlib.util.spec_from_file_location(f"candidate_{n}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        args = [torch.empty(s, dtype=getattr(torch, d)) if isinstance(s, list) else s for s, d in shapes]
-        launches.clear()
-        try:
-            module.kernel_fn(*args)
-            assert launches, "no Triton launch"
-            for fn, a, kw in launches:
-                compile_for_sm90(fn, a, kw)
-        except Exception as e:
-            if "ptxas" in str(e) and "not found" in str(e).lower():
-                print(json.dumps({"skip": "no ptxas on this machine"}))
-                sys.exit(0)
-            errors[f"{kernel} {params}"] = f"{type(e).__name__}: {str(e)[:500]}"
-    print(json.dumps({"errors": errors}))
-    '''
-)
-
+# a loop and used after it, a loop Triton cannot warp-specialize): rendered candidates are compiled for
+# sm_90 by tests/test_kernel_library.py's `compile_for_hopper`.
 # Argument shapes at the bundled Llama example's scale (tensors are allocated, never computed on).
 LLAMA_ARGS = {
     "rmsnorm": [[[8192, 4096], "bfloat16"], [[4096], "bfloat16"]],
@@ -540,7 +476,7 @@ LLAMA_ARGS = {
     "rotary_embedding": [[[2, 32, 2048, 128], "bfloat16"], [[2048, 128], "bfloat16"], [[2048, 128], "bfloat16"]],
     "matmul": [[[4096, 4096], "bfloat16"], [[4096, 4096], "bfloat16"]],
     "fused_mlp": [[[4096, 2048], "bfloat16"], [[5632, 2048], "bfloat16"], [[5632, 2048], "bfloat16"], [[2048, 5632], "bfloat16"]],
-    "flash_attention": [[[2, 16, 2048, 128], "bfloat16"]] * 3 + [[True, None]],
+    "flash_attention": [[[2, 16, 2048, 128], "bfloat16"]] * 3 + [True],
 }
 SM90_SAMPLES = {
     "rmsnorm": [{}, {"persistent": 2, "rows_per_program": 2}, {"tma": True}, {"max_block_n": 1024, "num_stages": 3}],
@@ -553,15 +489,10 @@ SM90_SAMPLES = {
 
 
 def test_rendered_kernels_compile_for_hopper():
-    jobs = [(k, p, LLAMA_ARGS[k]) for k, ps in SM90_SAMPLES.items() for p in ps]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # compile, never interpret
-    out = subprocess.run([sys.executable, "-c", SM90_COMPILE, json.dumps(jobs)], capture_output=True, text=True,
-                         timeout=600, env=env)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if "skip" in result:
-        pytest.skip(result["skip"])
-    assert result["errors"] == {}
+    from test_kernel_library import compile_for_hopper
+
+    jobs = [(f"{k} {p}", k, p, LLAMA_ARGS[k]) for k, ps in SM90_SAMPLES.items() for p in ps]
+    assert compile_for_hopper(jobs) == {}
 
 
 # -- cross_entropy's aligned window (odd vocabularies) ---------------------------------------------

@@ -174,4 +174,4 @@ def test_the_split_kernels_compile_for_hopper(affine):
     gain = [[cols], "bfloat16"] if affine else None
     args = {"layernorm": [[[4, cols], "bfloat16"], gain, gain], "rmsnorm": [[[4, cols], "float32"], gain],
             "reduce": [[[4, cols], "bfloat16"]]}
-    assert compile_for_hopper(args) == {}
+    assert compile_for_hopper([(kind, kind, {}, a) for kind, a in args.items()]) == {}
