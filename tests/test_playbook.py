@@ -117,8 +117,9 @@ CHECK = textwrap.dedent(
     LOCAL_SHAPES = [{"rows": 1, "cols": 1}, {"rows": 5, "cols": 37}, {"rows": 4, "cols": 1500}, {"rows": 3, "cols": 3000}]
     LOCAL_TOL = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2)}
 
-    def cases(kernel, full):
-        """(shape, dtype, mode, args, reference, (atol, rtol)): the real spec where it exists."""
+    def cases(kernel, full, shapes=None):
+        """(shape, dtype, mode, args, reference, (atol, rtol)): the real spec where it exists; `shapes` given,
+        only those, with normal inputs."""
         gen = torch.Generator().manual_seed(0)
         try:
             from autokernel.kernels import get_spec
@@ -131,6 +132,11 @@ CHECK = textwrap.dedent(
                 for dtype in dtypes:
                     for mode in ("normal", "large", "constant"):
                         yield shape, dtype, mode, local_inputs(kernel, shape, dtype, gen, mode), LOCAL_REF[kernel], LOCAL_TOL[dtype]
+            return
+        if shapes:
+            for shape in shapes:
+                for dtype in dtypes:
+                    yield shape, dtype, "normal", spec.make_inputs(shape, dtype, "cpu", gen, "normal"), spec.reference, spec.tolerance(dtype)
             return
         from autokernel.kernels.spec import noncontiguous_like
         # Every shape in normal inputs; the other regimes on the smoke shape (the interpreter is slow
@@ -159,7 +165,7 @@ CHECK = textwrap.dedent(
         return bool(((got.double() - truth).abs() <= allowed).all()) or bool(torch.equal(got.double().isnan(), truth.isnan()) and truth.isnan().all())
 
     results, n = {}, 0
-    for name, kernel, variants, full in json.loads(sys.argv[1]):  # one process for every job: imports are slow
+    for name, kernel, variants, full, *shapes in json.loads(sys.argv[1]):  # one process for every job: imports are slow
         template = get_template(kernel)
         failures = results.setdefault(name, [])
         for params in variants:
@@ -170,7 +176,7 @@ CHECK = textwrap.dedent(
             spec_ = importlib.util.spec_from_file_location(f"candidate_{n}", path)
             mod = importlib.util.module_from_spec(spec_)
             spec_.loader.exec_module(mod)
-            for shape, dtype, mode, args, reference, (atol, rtol) in cases(kernel, full):
+            for shape, dtype, mode, args, reference, (atol, rtol) in cases(kernel, full, *shapes):
                 want = reference(*args)
                 got = mod.kernel_fn(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
                 if got.shape != want.shape or got.dtype != want.dtype or not close_enough(got, args, reference, atol, rtol):
@@ -181,10 +187,11 @@ CHECK = textwrap.dedent(
 )
 
 
-def _check_under_interpreter(jobs: list[tuple[str, str, list[dict], bool]]) -> dict[str, list]:
-    """{job name: failures} for jobs (name, kernel, params list, full); `full` adds the sweep shapes
-    and the stability regimes to the smoke and edge shapes."""
-    out = subprocess.run([sys.executable, "-c", CHECK, json.dumps(jobs)], capture_output=True, text=True, timeout=400)
+def _check_under_interpreter(jobs: list[tuple], timeout: int = 400) -> dict[str, list]:
+    """{job name: failures} for jobs (name, kernel, params list, full[, shapes]); `full` adds the sweep shapes
+    and the stability regimes to the smoke and edge shapes; `shapes` replaces them all (normal inputs)."""
+    out = subprocess.run([sys.executable, "-c", CHECK, json.dumps(jobs)], capture_output=True, text=True,
+                         timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
