@@ -4,8 +4,8 @@ Round after round the best few kernels of the pool are the seeds; the agent prop
 seed, every variant of an idea is one experiment (written, checked in five stages, timed if it
 passed, then kept or discarded). An experiment is a generator that yields each call it needs of a
 worker (`pool.Call`), so a pool of workers runs a round's variants side by side, and the next round's
-beside the last of this one, while this thread alone emits their events. A candidate is better only if it beats the best by more than the
-noise margin; in `ask` mode it waits for the person first. The target ends on a plateau, when the
+beside the last of this one, while this thread alone emits their events. A candidate is better only if it
+beats the best by more than the noise margin; in `ask` mode it waits for the person first. The target ends on a plateau, when the
 agent has nothing new, when a budget runs out, or when the person skips it. Every step is an event
 and the loop reads its state back from the fold of those events (`search_state`), so a resumed
 session goes on from the last event written.

@@ -53,8 +53,9 @@ class PlaybookAgent:
         tried = _tried_keys(template, ctx)
         params = ctx.parent_params
         if not _is_template_params(template, params):
-            entry = self._enter_template(template, ctx, tried)
-            if entry or not _is_the_starter(template, ctx.parent_source):
+            starter = _is_the_starter(template, ctx.parent_source)
+            entry = self._enter_template(template, ctx, tried, starter)
+            if entry or not starter:
                 return entry
             params = template.DEFAULTS  # the starter is the template at its defaults: its knobs move from there
         parent = complete(template, params)
@@ -62,9 +63,10 @@ class PlaybookAgent:
         return moves[: max(ctx.max_ideas, 0)]
 
     # -- the first step: from a starter (or foreign code) into the template family ----------------
-    def _enter_template(self, template: Any, ctx: AgentContext, tried: set[str]) -> list[Idea]:
+    def _enter_template(self, template: Any, ctx: AgentContext, tried: set[str], starter: bool) -> list[Idea]:
+        """The first idea from a parent with no template params: the starter (the template at its defaults) or
+        foreign code moved into the template family, with first guesses of the launch shape."""
         base = dict(template.DEFAULTS)
-        starter = _is_the_starter(template, ctx.parent_source)
         if starter:
             tried = tried | {_key(template, base, ctx.shape, ctx.dtype)}  # the parent itself
         starts = [base]
