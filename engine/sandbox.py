@@ -410,11 +410,10 @@ def readable_paths(scratch: Path, device: str = "cpu") -> list[tuple[Path, bool]
     import sysconfig
 
     folders = [Path(p) for p in SYSTEM_FOLDERS] + ([Path("/run")] if device == "cuda" else [])
-    folders += [scratch.parent, *writable_paths(scratch, device)]
     folders += [Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)]
     folders += [Path(p) for p in sysconfig.get_paths().values()]
     folders += [Path(p or os.getcwd()) for p in sys.path]
-    folders += _package_folders() + _env_paths()
+    folders += _package_folders() + _env_paths() + writable_paths(scratch, device)
     files = _mapped_files() + [Path(p) for p in os.environ.get(READABLE_VAR, "").split(os.pathsep) if p]
     protected = homes()
     rules: dict[Path, bool] = {}
@@ -431,7 +430,9 @@ def readable_paths(scratch: Path, device: str = "cpu") -> list[tuple[Path, bool]
         except OSError:
             continue
         folders.append(r)
-    for p in folders:
+    # The temporary folder last: when it holds a home it is spared entry by entry, and a crowded one must not
+    # push what the child needs to run (Python, its libraries) past the cap on rules.
+    for p in [*folders, scratch.parent]:
         _spare(p, protected, rules, seen)
     return list(rules.items())[:MAX_READ_RULES]
 

@@ -262,6 +262,25 @@ def test_what_a_child_may_read_is_derived_and_keeps_every_home_out(tmp_path, mon
     assert {p for p in rules if p.is_relative_to(home)} == {home / "model.py", proj}
 
 
+def test_a_crowded_temporary_folder_never_pushes_python_past_the_cap_on_rules(tmp_path, monkeypatch):
+    """A temporary folder holding a home is spared entry by entry; with more entries than the rules allow, the
+    ones cut are its own, never Python's prefix or the package (the child could not start without them)."""
+    base = tmp_path / "crowded"
+    (base / "home").mkdir(parents=True)
+    for i in range(40):
+        (base / f"entry{i:02d}").mkdir()
+    scratch = base / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv(sandbox.HOMES_VAR, str(base / "home"))
+    monkeypatch.delenv(sandbox.READABLE_VAR, raising=False)
+    everything = dict(sandbox.readable_paths(scratch))
+    monkeypatch.setattr(sandbox, "MAX_READ_RULES", len(everything) - 20)
+    rules = dict(sandbox.readable_paths(scratch))
+    assert len(rules) == len(everything) - 20 and rules[scratch] is True
+    assert rules[Path(sys.prefix).resolve()] is True and rules[Path(sandbox.__file__).parent.resolve()] is True
+    assert sum(p.parent == base for p in rules) < sum(p.parent == base for p in everything)  # its entries were cut
+
+
 def test_the_engine_names_the_users_files_and_home_to_the_child(tmp_path, monkeypatch):
     """What the child is told: the paths on the engine's command line and those allow_read declared (a resumed
     session's model), the folders it may write, and the home its own HOME no longer names."""
