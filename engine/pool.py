@@ -254,8 +254,13 @@ def make_workers(device: str, workers: str | int | None = None, ray: str | None 
     if device == "cuda":
         if n == 1:
             return [Worker(device="cuda")]
-        return [Worker(device="cuda", visible_device=g, label=f"gpu{g}") for g in visible_gpus()[:n]]
-    return [Worker(device=device)] if n == 1 else [Worker(device=device, label=f"{device}{i}") for i in range(n)]
+        made = [Worker(device="cuda", visible_device=g, label=f"gpu{g}") for g in visible_gpus()[:n]]
+    else:
+        made = [Worker(device=device)] if n == 1 else [Worker(device=device, label=f"{device}{i}") for i in range(n)]
+    if len(made) > 1:  # up side by side now, not one by one as the first experiments reach them
+        for w in made:
+            w.start_soon()
+    return made
 
 
 def ray_pool(address: str, device: str, count: int | None) -> list:

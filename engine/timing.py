@@ -230,6 +230,19 @@ def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample:
     return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), perf_counter() - t0
 
 
+def times_compile(device: str, with_compile: bool | None) -> bool:
+    """Whether a bench times torch.compile: asked for, or by default on a GPU."""
+    return (device == "cuda") if with_compile is None else with_compile
+
+
+def compile_ahead(spec: KernelSpec, shape: dict, dtype_name: str, device: str) -> None:
+    """Compile the torch.compile baseline of `shape` now, before a candidate is loaded, for `bench` to reuse:
+    the threads and pools torch's compiler starts then are the worker's own, not the candidate's."""
+    dtype = dtype_from_name(dtype_name)
+    sample = tuple(spec.make_inputs(shape, dtype, device, torch.Generator().manual_seed(0), "normal"))
+    compiled_baseline(spec, shape, dtype, sample)
+
+
 def _achieved(spec: KernelSpec, shape: dict, dtype: torch.dtype, ms: float) -> float:
     if ms <= 0:
         return 0.0
@@ -333,7 +346,7 @@ def bench(spec: KernelSpec, kernel_fn: Callable[..., Any], shape: dict, dtype_na
     kernel_fn(*sets[0])  # compile / autotune outside the timing
     kernel_ms, kernel_wall = _time_kernel(spec, kernel_fn, sets, device, dtype)
     eager_ms, eager_wall, _, _ = time_ms(spec.eager, sets, device, spec.data_args)
-    with_compile = (device == "cuda") if with_compile is None else with_compile
+    with_compile = times_compile(device, with_compile)
     compile_ms, compile_wall, why, compiled = None, None, "", None
     if with_compile:
         compiled, why, _ = compiled_baseline(spec, shape, dtype, sets[0])

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -76,6 +77,7 @@ class Worker:
         self._ids = itertools.count()
         self._starts = 0
         self.restarts = 0  # fresh workers started after the first (crashes, hangs, retirements)
+        self._starting: threading.Thread | None = None  # start_soon's thread, joined before the first request
 
     # -- process management ------------------------------------------------------------------
     def _start(self) -> None:
@@ -102,6 +104,26 @@ class Worker:
         os.close(child_w)
         self._conn = _Duplex(parent_r, parent_w)
         self._recv(self.start_timeout, "starting the worker", START_REPLIES)
+
+    def start_soon(self) -> None:
+        """Start the process now, on a thread of its own, so that a pool's workers come up side by side while
+        the first experiment runs instead of one by one at their first requests. A start that fails here is
+        tried again, and reported, by the first request."""
+        if self._starting is None and not self._alive():
+            self._starting = threading.Thread(target=self._start_quietly, daemon=True,
+                                              name=f"autokernel-start-{self.label}")
+            self._starting.start()
+
+    def _start_quietly(self) -> None:
+        try:
+            self._ensure()
+        except Exception:
+            self._cleanup()
+
+    def _join_start(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -183,6 +205,7 @@ class Worker:
     # -- requests ----------------------------------------------------------------------------
     def _send(self, request: Request) -> None:
         """Send a request, restarting a worker that died between requests."""
+        self._join_start()
         for attempt in (1, 2):
             self._ensure()
             try:
@@ -292,6 +315,7 @@ class Worker:
                     return records
 
     def close(self) -> None:
+        self._join_start()
         if self._alive() and self._conn is not None:
             try:
                 self._conn.send(Exit())
@@ -421,6 +445,9 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest, baseli
             conn.send(Result(why))
             traceback.print_exc()
             return True
+        if isinstance(req, BenchRequest) and timing.times_compile(device, req.with_compile):
+            for shape in req.shapes:  # torch's compile threads come up before the snapshot: they are not the candidate's
+                timing.compile_ahead(spec, shape, req.dtype, device)
         threads_before = guards.thread_snapshot()
         with guards.untouched() as watch:
             try:

@@ -266,6 +266,8 @@ def test_auto_is_one_worker_per_visible_gpu_each_seeing_only_its_own(monkeypatch
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     pool = make_workers("cuda", "auto")
+    for w in pool:  # they start at once (on this machine with no GPU they cannot): end them
+        w.close()
     assert [(w.label, w.device_id, w.visible_device) for w in pool] == [("gpu2", "cuda:2", "2"), ("gpu5", "cuda:5", "5")]
     assert worker_count("auto", "cpu") == 1 and worker_count("3", "cpu") == 3
     with pytest.raises(UserError, match="--workers 3 needs 3 GPUs and this machine shows 2"):

@@ -1,0 +1,63 @@
+"""A worker lives across candidates unless one of them leaves something behind: the threads torch's own
+compiler starts for the torch.compile baseline are not the candidate's and must not retire it, and a pool's
+workers come up side by side before their first request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine.pool import make_workers
+from autokernel.engine.worker import Worker
+from autokernel.kernels import get_spec
+
+CHEATS = Path(__file__).parent / "cheat_candidates"
+
+
+@pytest.fixture()
+def worker():
+    w = Worker(device="cpu")
+    yield w
+    w.close()
+
+
+def test_the_compile_baseline_does_not_retire_the_worker(worker):
+    """torch.compile starts threads of its own at its first use in a process (whether or not it then
+    compiles there); the bench compiles the baseline before it looks at threads, so the worker carries on."""
+    spec = get_spec("rmsnorm")
+    starter = str(spec.starters["triton"])
+    for _ in range(2):
+        (rec,) = worker.bench(starter, kernel="rmsnorm", shapes=[dict(spec.smoke_shape)], dtype="fp32",
+                              with_compile=True)
+        assert rec.kernel_ms > 0
+    assert worker.restarts == 0 and worker._alive()
+
+
+def test_a_candidates_own_thread_still_retires_the_worker_after_a_compiled_bench(worker):
+    spec = get_spec("softmax")
+    (rec,) = worker.bench(str(spec.starters["triton"]), kernel="softmax", shapes=[{"rows": 16, "cols": 256}],
+                          dtype="fp32", with_compile=True)
+    assert rec.kernel_ms > 0
+    report = worker.check(str(CHEATS / "background_thread.py"), kernel="softmax")
+    assert not report.passed and "after the call returns" in report.first_failure.detail
+    assert not worker._alive()  # it retired itself after that answer; the next request starts a fresh one
+
+
+def test_a_pools_workers_start_side_by_side_before_their_first_request():
+    workers = make_workers("cpu", "2")
+    try:
+        assert all(w._starting is not None for w in workers)  # each on its own thread, at once
+        for w in workers:
+            w._join_start()
+        assert [w._alive() for w in workers] == [True, True]
+        pids = {w._proc.pid for w in workers}
+        report = workers[1].check(str(get_spec("reduce").starters["triton"]), kernel="reduce")
+        assert report.passed, report.to_json()
+        assert {w._proc.pid for w in workers} == pids and [w.restarts for w in workers] == [0, 0]
+    finally:
+        for w in workers:
+            w.close()
+    (one,) = make_workers("cpu", "1")  # one worker: started by its first request, as always
+    assert one._starting is None and not one._alive()
+    one.close()
