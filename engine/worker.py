@@ -339,9 +339,11 @@ class Worker:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def __del__(self) -> None:  # a forgotten worker must not outlive the engine
+    def __del__(self) -> None:  # a forgotten worker must not outlive the engine, nor its log stay behind
         try:
             self._kill()
+            if self._stderr_path:
+                os.unlink(self._stderr_path)
         except Exception:
             pass
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -187,11 +190,16 @@ CHECK = textwrap.dedent(
 )
 
 
+def _run_in_scratch(cmd: list[str], timeout: int) -> subprocess.CompletedProcess:
+    """A check script, its temporary files in a folder removed afterwards (it writes one per candidate)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, "TMPDIR": scratch})
+
+
 def _check_under_interpreter(jobs: list[tuple], timeout: int = 400) -> dict[str, list]:
     """{job name: failures} for jobs (name, kernel, params list, full[, shapes]); `full` adds the sweep shapes
     and the stability regimes to the smoke and edge shapes; `shapes` replaces them all (normal inputs)."""
-    out = subprocess.run([sys.executable, "-c", CHECK, json.dumps(jobs)], capture_output=True, text=True,
-                         timeout=timeout)
+    out = _run_in_scratch([sys.executable, "-c", CHECK, json.dumps(jobs)], timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -385,52 +393,24 @@ def test_hint_naming_a_knob_puts_it_first():
     assert ideas[0].title.startswith("persistent")
 
 
-FIVE_STAGES = textwrap.dedent(
-    r'''
-    import json, os, sys, tempfile, warnings
-    os.environ["TRITON_INTERPRET"] = "1"
-    warnings.simplefilter("ignore")
-    from autokernel.engine.harness import CheckContext, load_candidate, run_stages
-    from autokernel.kernels import get_spec
-    from autokernel.playbook.templates import complete, get_template
-
-    verdicts = {}
-    for i, (kernel, params) in enumerate(json.loads(sys.argv[1])):
-        template, spec = get_template(kernel), get_spec(kernel)
-        path = os.path.join(tempfile.mkdtemp(), "candidate.py")
-        with open(path, "w") as f:
-            f.write(template.render(complete(template, params)))
-        ctx = CheckContext(spec=spec, kernel_fn=load_candidate(path, f"candidate_{i}"), device="cpu")
-        verdicts[kernel] = [[o.name, o.status, o.detail] for o in run_stages(ctx)]
-    print(json.dumps(verdicts))
-    '''
-)
-
-
 def _five_stages(jobs: list[tuple[str, dict]]) -> dict[str, list]:
     """{kernel: [[stage, status, detail]...]}: the harness's five stages on rendered candidates, on the
     CPU interpreter (through the worker once `engine/worker.py` exists, the harness directly until then)."""
-    try:
-        from autokernel.engine.worker import Worker
-    except ImportError:
-        out = subprocess.run([sys.executable, "-c", FIVE_STAGES, json.dumps(jobs)],
-                             capture_output=True, text=True, timeout=400)
-        assert out.returncode == 0, out.stderr[-3000:]
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    import tempfile
-    from pathlib import Path
+    from autokernel.engine.worker import Worker
 
     verdicts = {}
     worker = Worker(device="cpu")
+    scratch = tempfile.TemporaryDirectory()
     try:
         for kernel, params in jobs:
             template = get_template(kernel)
-            path = Path(tempfile.mkdtemp()) / "candidate.py"
+            path = Path(tempfile.mkdtemp(dir=scratch.name)) / "candidate.py"
             path.write_text(template.render(complete(template, params)))
             report = worker.check(str(path), kernel=kernel, backend="triton")
             verdicts[kernel] = [[s.name, s.status, s.detail] for s in report.stages] or [["load", "fail", report.error]]
     finally:
         worker.close()
+        scratch.cleanup()
     return verdicts
 
 
@@ -568,8 +548,7 @@ def test_aligned_window_variants_match_torch_at_odd_vocabularies():
               for online, cap in ((True, 32768), (True, 1024), (False, 1024))]
     combos += [{"aligned_window": True, "tma": True, "rows_per_program": 2},
                {"aligned_window": True, "autotune": True, "max_block_v": 1024}]
-    out = subprocess.run([sys.executable, "-c", WINDOW_CHECK, json.dumps(combos)], capture_output=True, text=True,
-                         timeout=400)
+    out = _run_in_scratch([sys.executable, "-c", WINDOW_CHECK, json.dumps(combos)], 400)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["failures"] == []
