@@ -113,6 +113,10 @@ class WorkerPool:
                 waiting = False
                 if job.worker in self.workers:
                     free.append(job.worker)
+                if not running:  # idle: the workers go out in their order again, as at the start of a run
+                    ordered = sorted(free, key=self.workers.index)
+                    free.clear()
+                    free.extend(ordered)
             else:
                 self._submit(job)
 

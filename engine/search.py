@@ -29,6 +29,7 @@ from .fit import no_fit
 from .pool import Call, Experiment, WorkerPool, device_of, label_of
 from .results import STAGES
 from .search_state import CandidateRecord, SearchState, TargetState
+from .store import StoreWriteError
 
 
 @dataclass
@@ -56,6 +57,14 @@ AGENT_FAILURES_ALLOWED = 3  # rounds in a row in which every propose() raised, b
 
 class StopLoop(Exception):
     """Raised inside the loop when the person stopped it (the session ends as `stopped`)."""
+
+
+def search_failed(ctx: "SearchContext", target: TargetState, error: BaseException) -> None:
+    """One target's search broke (a bug, a spec that cannot load): logged, and the target ends as failed
+    while the session's other targets go on."""
+    ctx.emit(ev.ErrorEvent(where=f"search {target.name}", message=f"{type(error).__name__}: {error}"))
+    if target.done is None:
+        ctx.emit(ev.TargetDone(target=target.name, reason="failed"))
 
 
 @dataclass
@@ -128,7 +137,8 @@ def candidate_path(workdir: Path, c: CandidateRecord, starter_path: Path | None)
 
 
 class TargetSearch:
-    """Searches one target until plateau, exhaustion, budget, skip or stop."""
+    """Searches one target until plateau, exhaustion, budget, skip or stop; `work` is what a pool pulls
+    (`target_scheduler` merges the open targets' work into one stream)."""
 
     def __init__(self, ctx: SearchContext, target: TargetState, spec: Any):
         self.ctx = ctx
@@ -137,36 +147,91 @@ class TargetSearch:
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
         self._agent_failed = False  # every propose() of the last round raised
         self._agent_failures = 0  # such rounds in a row
+        self.running = 0  # this target's experiments started and not ended
+        self.waiting = False  # `work` yielded None: nothing to start until one of its experiments ends
+        self.takes_skip: Callable[[], bool] = lambda: True  # a skip is this target's (the scheduler's oldest)
+        self._failure: Exception | None = None  # what broke this target's search
 
     # -- the loop -------------------------------------------------------------------------------
-    def run(self) -> str:
-        """Returns the TargetDone reason (after emitting it), or raises StopLoop."""
+    def work(self) -> Iterator[Experiment | None]:
+        """This target's experiments, for a pool it may share with other targets: None while it has nothing
+        to start until one of its own experiments ends; exhausted once its TargetDone is emitted, which
+        waits for its own experiments to be decided. A failure of its search or of one of its experiments
+        ends this target alone (an ErrorEvent, TargetDone failed) once the others under way have ended."""
+        steps = self._steps()
+        try:
+            for item in steps:
+                self.waiting = item is None
+                yield None if item is None else self._counted(item)
+                if self._failure is not None:
+                    break
+        except (StopLoop, StoreWriteError):
+            raise
+        except Exception as e:
+            self._failure = self._failure or e
+        finally:
+            steps.close()
+        if self._failure is not None:
+            yield from self._settle()
+            search_failed(self.ctx, self.t, self._failure)
+
+    def _counted(self, experiment: Experiment) -> Experiment:
+        """`experiment` counted in `running` while it lives; its own failure ends this target, not the pool."""
+        self.running += 1
+        try:
+            yield from experiment
+        except (StopLoop, StoreWriteError):
+            raise
+        except Exception as e:
+            self._failure = self._failure or e
+        finally:
+            self.running -= 1
+            self.waiting = False
+
+    def _settle(self) -> Iterator[None]:
+        """Wait (None) until this target's experiments under way have ended."""
+        while self.running:
+            self.waiting = True
+            yield None
+
+    def _end(self, reason: str, message: str) -> Iterator[None]:
+        """TargetDone once the experiments under way have been decided."""
+        yield from self._settle()
+        self._done(reason, message)
+
+    def _steps(self) -> Iterator[Experiment | None]:
+        """Unfinished experiments, then the starter alone, then rounds, each phase after the last one's results."""
         t, ctx = self.t, self.ctx
-
-        def unfinished() -> Iterator[Experiment]:  # written before a crash or a stop: finish them first
-            for c in t.unfinished():
-                self._check_controls()
-                yield self._evaluate(c)
-
-        self._drive(unfinished())
+        for c in t.unfinished():  # written before a crash or a stop: finish them first
+            why = self._halt()
+            if why:
+                yield from self._end(*why)
+                return
+            yield self._evaluate(c)
+        yield from self._settle()
         if t.starter is None and (self.starter_path is not None or self.spec.starter_required):
-            reason = self._check_controls(budget=True)
-            if reason:
-                return reason
-            self._drive(iter([self._run_starter()]))
+            why = self._halt(budget=True)
+            if why:
+                self._done(*why)
+                return
+            yield self._run_starter()
+            yield from self._settle()
         starter = t.starter
         if starter is not None and not starter.passed:
             fit = no_fit(starter.failure, ctx.device)
             if fit:
-                return self._done("no-fit", f"{fit} (the starter ran out of memory: {starter.failure})")
-            return self._done("failed", f"the starter failed its checks ({starter.failure}); skipping {t.name}")
+                self._done("no-fit", f"{fit} (the starter ran out of memory: {starter.failure})")
+                return
+            self._done("failed", f"the starter failed its checks ({starter.failure}); skipping {t.name}")
+            return
         if starter is not None and starter.bench is None and starter.decision == "failed":
             # it passed but its timing failed: no measurement to beat, so no round can be judged
             fit = no_fit(starter.reason, ctx.device)
-            return self._done("no-fit" if fit else "untimed", fit or f"{UNTIMED}: {starter.reason.removeprefix('timing failed: ')}")
+            self._done("no-fit" if fit else "untimed", fit or f"{UNTIMED}: {starter.reason.removeprefix('timing failed: ')}")
+            return
         ended: list[tuple[str, str]] = []
-        self._drive(self._rounds(ended))
-        return self._done(*ended[0])  # once the experiments under way have been decided
+        yield from self._rounds(ended)
+        yield from self._end(*ended[0])
 
     def _rounds(self, ended: list[tuple[str, str]]) -> Iterator[Experiment | None]:
         """Round after round of experiments, pulled whenever a worker is free; why the target ends goes to `ended`.
@@ -177,9 +242,10 @@ class TargetSearch:
         waits for a running experiment to end: a proposal with nothing new, or a plateau or ceiling, decides
         nothing while a result that may change it is still to come, and nothing starts while the experiments
         under way could reach the plateau by themselves (so it counts the same experiments on any number of
-        workers). A budget, a skip or a stop ends the target at once (the experiments under way are still
-        decided); an agent that failed too often, too."""
-        pool, t = self.ctx.worker, self.t
+        workers; only this target's own, whatever other targets share the pool). A budget, a skip or a stop
+        ends the target at once (the experiments under way are still decided); an agent that failed too
+        often, too."""
+        t = self.t
         queue: deque[tuple[dict, Variant, CandidateRecord]] = deque()
         while True:
             why = self._halt(budget=True)
@@ -187,8 +253,8 @@ class TargetSearch:
                 ended.append(why)
                 return
             why = self._settled()
-            if why or t.since_improvement + pool.running >= self.ctx.limits.plateau:
-                if pool.running:
+            if why or t.since_improvement + self.running >= self.ctx.limits.plateau:
+                if self.running:
                     yield None
                     continue
                 ended.append(why)  # nothing runs: only a plateau or the ceiling gets here
@@ -199,7 +265,7 @@ class TargetSearch:
             queue.extend(self._propose_round())
             if queue or (self._agent_failed and self._agent_failures < AGENT_FAILURES_ALLOWED):
                 continue  # the agent failed (network, parse): ask again, a few times, before giving up
-            if pool.running and not self._agent_failed:
+            if self.running and not self._agent_failed:
                 yield None
                 continue
             ended.append(("exhausted", "the agent failed repeatedly" if self._agent_failed
@@ -216,10 +282,6 @@ class TargetSearch:
             return "ceiling", f"the best is at {at:.0%} of the measured ceiling"
         return None
 
-    def _drive(self, experiments: Iterator[Experiment | None]) -> None:
-        """Run experiments on the pool's workers; a pause keeps new ones from starting."""
-        self.ctx.worker.run(experiments, hold=lambda: self.ctx.control.paused or self.ctx.control.stop_requested)
-
     def _where(self) -> dict[str, str]:
         """The worker running the experiment being advanced, for the events it emits."""
         w = self.ctx.worker.current
@@ -232,18 +294,13 @@ class TargetSearch:
         fraction = float(bench.get("fraction_of_ceiling") or 0.0)
         return fraction if limit and bench.get("meaningful") and fraction >= limit else 0.0
 
-    def _check_controls(self, budget: bool = False) -> str | None:
-        """Pause, stop, skip and budgets, looked at between experiments."""
-        why = self._halt(budget)
-        return self._done(*why) if why else None
-
     def _halt(self, budget: bool = False) -> tuple[str, str] | None:
         """Why the target ends now (TargetDone's reason and message, not emitted yet), after any pause."""
         ctl = self.ctx.control
         ctl.wait_while_paused()
         if ctl.stop_requested:
             raise StopLoop()
-        if ctl.take_skip():
+        if self.takes_skip() and ctl.take_skip():
             return "skipped", "skipped by the person"
         if budget:
             why = self.ctx.budget_reason()

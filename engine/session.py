@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from . import events as ev
 from .control import APPROVAL_MODES, LoopControl
@@ -24,9 +24,10 @@ from .model_file import check_model_file
 from .problem_spec import PROBLEM_TARGET, problem_brief
 from .routing import mark_routes, routable, routed_calls
 from .sandbox import allow_read
-from .search import SearchContext, SearchLimits, StopLoop, TargetSearch
+from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_failed
 from .search_state import SearchState
 from .store import Recorder, Store, StoreWriteError
+from .target_scheduler import TargetScheduler
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
@@ -309,24 +310,8 @@ class OptimizeSession:
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),
                                     hint=cfg.hint, size=cfg.size)
-                for p in self._walk(todo, ctx, emit, device):
-                    target = self.state.targets.get(p["kind"])
-                    if target is None:
-                        if ctx.budget_reason():
-                            break
-                        rows = self.state.profile.rows
-                        emit(ev.TargetStarted(target=p["kind"], row=p["row"], shape=p["shape"], dtype=p["dtype"],
-                                              backend=p["backend"],
-                                              baseline={"profile_row": rows[p["row"]] if rows else None}))
-                        target = self.state.targets[p["kind"]]
-                    try:
-                        self._search(ctx, target).run()
-                    except (StopLoop, StoreWriteError):
-                        raise
-                    except Exception as e:  # one target's failure is logged; the others still run
-                        emit(ev.ErrorEvent(where=f"search {target.name}", message=f"{type(e).__name__}: {e}"))
-                        if target.done is None:
-                            emit(ev.TargetDone(target=target.name, reason="failed"))
+                TargetScheduler(self._searches(self._walk(todo, ctx, emit, device), ctx, emit),
+                                self.control).run(worker)
                 worker.close()
                 worker = None
             if self.control.stop_requested:
@@ -398,6 +383,27 @@ class OptimizeSession:
                 if not subgraph_targets.seed(sub, folder, self.config.size, device, log):
                     continue
             yield p
+
+    def _searches(self, walk: Iterator[dict], ctx: SearchContext, emit: Callable[[ev.Event], Any]) -> Iterator[TargetSearch]:
+        """The walk's targets as searches, each started (TargetStarted) as the scheduler reaches it; none is
+        started once the budget is spent. A search that cannot be made ends its target as failed."""
+        for p in walk:
+            target = self.state.targets.get(p["kind"])
+            if target is None:
+                if ctx.budget_reason():
+                    return
+                rows = self.state.profile.rows
+                emit(ev.TargetStarted(target=p["kind"], row=p["row"], shape=p["shape"], dtype=p["dtype"],
+                                      backend=p["backend"], baseline={"profile_row": rows[p["row"]] if rows else None}))
+                target = self.state.targets[p["kind"]]
+            try:
+                search = self._search(ctx, target)
+            except (StopLoop, StoreWriteError):
+                raise
+            except Exception as e:  # one target's failure is logged; the others still run
+                search_failed(ctx, target, e)
+                continue
+            yield search
 
     def _search(self, ctx: SearchContext, target: Any) -> TargetSearch:
         sub = self._subgraphs.get(target.name)
