@@ -261,9 +261,13 @@ class SessionState:
         self.total_ms = 0.0
         self.rows: list[RowView] = []
         self.targets: dict[str, TargetView] = {}
+        # The target on screen: the oldest open one (the one a skip skips), while others may run beside it;
+        # its latest idea and candidate are shown, each open target's are kept for when it is shown.
         self.current_target: str | None = None
         self.idea: ev.IdeaProposed | None = None
         self.candidate: CandidateView | None = None
+        self._ideas: dict[str, ev.IdeaProposed | None] = {}
+        self._candidates: dict[str, CandidateView] = {}
         self.pending: ev.AwaitingApproval | None = None
         self.experiments = 0  # written
         self.decided = 0
@@ -289,6 +293,8 @@ class SessionState:
         s.rows = [RowView(**r.__dict__) for r in self.rows]
         s.targets = {k: t.copy() for k, t in self.targets.items()}
         s.candidate = self.candidate.copy() if self.candidate else None
+        s._ideas = dict(self._ideas)
+        s._candidates = {k: s.candidate if c is self.candidate else c.copy() for k, c in self._candidates.items()}
         s.log = deque(self.log, maxlen=self.log.maxlen)
         s._bench_of = dict(self._bench_of)
         s.workers = self.workers.copy()
@@ -352,37 +358,58 @@ class SessionState:
         self.total_ms = float(e.total_ms or 0.0)
         self.rows = [_row_view(i, r) for i, r in enumerate(e.rows)]
 
+    def _shows(self, target: str) -> bool:
+        """Whether `target` is, or now becomes, the one on screen: no other open target is older."""
+        t = self.target
+        return t is None or t.done is not None or t.name == target
+
+    def _show(self, target: str) -> None:
+        """Put `target` on screen with its latest idea and candidate (the last candidate stays until it has one)."""
+        self.current_target = target
+        self.idea = self._ideas.get(target)
+        self.candidate = self._candidates.get(target, self.candidate)
+
+    def _views(self, candidate_id: str) -> list[CandidateView]:
+        """The views of a candidate (on screen, or its target's latest) that its events update."""
+        views = [c for c in (self.candidate, *self._candidates.values()) if c is not None and c.candidate_id == candidate_id]
+        return list({id(c): c for c in views}.values())
+
     def _on_target(self, e: ev.TargetStarted) -> None:
         if e.target not in self.targets:
             self.targets[e.target] = TargetView(e.target, e.row, dict(e.shape), e.dtype, e.backend)
-        self.current_target = e.target
-        self.idea = None
+        self._ideas[e.target] = None
+        if self._shows(e.target):
+            self._show(e.target)
+        open_rows = {t.row for t in self.targets.values() if t.done is None}
         for r in self.rows:
-            if r.status == "target":
+            if r.status == "target" and r.index not in open_rows:
                 r.status = ""
         if 0 <= e.row < len(self.rows):
             self.rows[e.row].status = "target"
 
     def _on_idea(self, e: ev.IdeaProposed) -> None:
-        self.idea = e
+        self._ideas[e.target] = e
+        if e.target not in self.targets or self._shows(e.target):
+            self.idea = e
 
     def _on_candidate(self, e: ev.CandidateWritten) -> None:
-        self.candidate = CandidateView(e.candidate_id, e.experiment, e.target, e.label, e.parent_id,
-                                       e.source, e.diff, e.backend)
+        view = CandidateView(e.candidate_id, e.experiment, e.target, e.label, e.parent_id, e.source, e.diff, e.backend)
         self.experiments = max(self.experiments, e.experiment)
-        if e.target in self.targets:
-            self.current_target = e.target
         if not e.idea_id:  # the starter: no idea behind it
-            self.idea = None
+            self._ideas[e.target] = None
+        if e.target not in self.targets:
+            self.candidate = view
+            return
+        self._candidates[e.target] = view
+        if self._shows(e.target):
+            self._show(e.target)
 
     def _on_stage(self, e: ev.StageResult) -> None:
-        c = self.candidate
-        if c is not None and c.candidate_id == e.candidate_id:
+        for c in self._views(e.candidate_id):
             c.stages[e.stage] = (e.status, e.detail, e.seconds)
 
     def _on_bench(self, e: ev.BenchResult) -> None:
-        c = self.candidate
-        if c is not None and c.candidate_id == e.candidate_id:
+        for c in self._views(e.candidate_id):
             c.bench = dict(vars(e))  # shallow: events are never changed after they are made
         t = self.targets.get(e.target)
         if t is not None:
@@ -401,9 +428,10 @@ class SessionState:
     def _on_decision(self, e: ev.Decision) -> None:
         if self.pending is not None and self.pending.candidate_id == e.candidate_id:
             self.pending = None
-        c = self.candidate
-        if c is not None and c.candidate_id == e.candidate_id:
-            c.decision, c.decision_by, c.reason = e.decision, e.by, e.reason
+        views = self._views(e.candidate_id)
+        for v in views:
+            v.decision, v.decision_by, v.reason = e.decision, e.by, e.reason
+        c = views[0] if views else None
         self.decided += 1
         if e.decision == "failed":
             self.failed += 1
@@ -434,8 +462,12 @@ class SessionState:
             t.done = e.reason or "done"
             if 0 <= t.row < len(self.rows):
                 self.rows[t.row].status = t.done
-        if self.current_target == e.target:
+        if self.pending is not None and self.pending.target == e.target:
             self.pending = None
+        if self.current_target == e.target:  # the next open target, if one runs already, is shown
+            following = next((name for name, t in self.targets.items() if t.done is None), None)
+            if following is not None:
+                self._show(following)
 
     def _on_control(self, e: ev.ControlChanged) -> None:
         if e.action == "pause":

@@ -14,6 +14,7 @@ from pathlib import Path
 from autokernel.engine import events as ev
 from autokernel.engine.agents.base import Idea, Variant
 from autokernel.engine.session import OptimizeSession, SessionConfig
+from autokernel.engine.session_state import SessionState
 from autokernel.engine.store import Store
 
 from loop_doubles import FakeWorker, fake_profiler, fake_source, install_fake_specs
@@ -120,6 +121,32 @@ def test_a_free_worker_starts_the_next_target_while_the_first_ones_starter_runs(
     for name in (A, B):
         decided = [e for e in events if isinstance(e, ev.Decision) and target_of[e.candidate_id] == name]
         assert [d.decision for d in decided] == ["kept", "discarded", "discarded"], (name, decided)
+
+
+def test_the_screens_show_the_oldest_open_target_while_the_next_one_runs(tmp_path, monkeypatch):
+    log, gate = [], threading.Event()
+    opens = lambda tag: tag == B and gate.set()  # noqa: E731
+    workers = [LoggingWorker(f"cpu{i}", log, gate, gated=A, on_start=opens) for i in range(2)]
+    session, store = _session(tmp_path, monkeypatch, workers, plateau=2)
+    session.run()
+    state, open_targets, written = SessionState(), [], set()
+    both_open = False
+    for e in _events(store, session):
+        state.apply(e)
+        if isinstance(e, ev.TargetStarted):
+            open_targets.append(e.target)
+        elif isinstance(e, ev.TargetDone):
+            open_targets.remove(e.target)
+        elif isinstance(e, ev.CandidateWritten):
+            written.add(e.target)
+        if open_targets:
+            assert state.current_target == open_targets[0], (e, state.current_target)
+        if state.candidate is not None and state.current_target in written:
+            assert state.candidate.target == state.current_target, e  # B's experiments stay off A's panel
+        marked = {r.kind for r in state.rows if r.status == "target"}
+        assert marked == set(open_targets), (e, marked)
+        both_open = both_open or len(open_targets) == 2
+    assert both_open and state.current_target == B and state.target.done == "plateau"
 
 
 def test_the_budget_of_experiments_is_the_sessions_across_open_targets(tmp_path, monkeypatch):
