@@ -1,5 +1,8 @@
 """One optimize session: profile, search each bottleneck in Amdahl order, integrate, finish.
 
+With several workers the next bottleneck's search starts whenever the open ones leave a worker free
+(engine/target_scheduler.py); with one they run one after the other.
+
 `OptimizeSession.run()` blocks (the TUI runs it on a thread) and is steered from any thread through
 `pause/resume/stop/skip_target/set_approval/approve/reject`. Every state change is an event written
 to the store before anyone sees it; `SessionConfig(resume=ID)` folds a stopped or crashed session's

@@ -11,6 +11,8 @@ import re
 import threading
 from pathlib import Path
 
+import pytest
+
 from autokernel.engine import events as ev
 from autokernel.engine.agents.base import Idea, Variant
 from autokernel.engine.session import OptimizeSession, SessionConfig
@@ -206,20 +208,30 @@ def test_a_skip_skips_the_oldest_open_target(tmp_path, monkeypatch):
     _ends_after_its_own_experiments(events)
 
 
-def test_a_session_cut_with_two_targets_open_resumes_both_and_finishes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", ["stop", "crash"])
+def test_a_session_cut_with_two_targets_open_resumes_both_and_finishes(tmp_path, monkeypatch, how):
     log, gate = [], threading.Event()
-    opens = lambda tag: tag == B and gate.set()  # noqa: E731
-    cut = [LoggingWorker(f"cpu{i}", log, gate, gated=A, on_start=opens, crash=B) for i in range(2)]
+    box: dict = {}
+
+    def cut_when_b_starts(tag):
+        if tag == B:
+            if how == "stop":
+                box["session"].stop()
+            gate.set()
+
+    cut = [LoggingWorker(f"cpu{i}", log, gate, gated=A, on_start=cut_when_b_starts, crash=B if how == "crash" else "")
+           for i in range(2)]
     session, store = _session(tmp_path, monkeypatch, cut, plateau=2)
-    session.run()  # B's starter is cut mid-check (Ctrl-C); A's, already under way, is decided first
+    box["session"] = session
+    session.run()  # a stop lets both starters end; a Ctrl-C cuts B's mid-check, and A's, under way, is decided
     sid = session.session_id
     assert store.session(sid)["status"] == "stopped"
     before = _events(store, session)
     assert [e.target for e in before if isinstance(e, ev.TargetStarted)] == [A, B]
     assert not _done(before)
     decided = {e.candidate_id for e in before if isinstance(e, ev.Decision)}
-    cut_short = [cid for cid, t in _target_of(before).items() if cid not in decided]
-    assert [_target_of(before)[cid] for cid in cut_short] == [B]
+    cut_short = [cid for cid in _target_of(before) if cid not in decided]
+    assert [_target_of(before)[cid] for cid in cut_short] == ([B] if how == "crash" else [])
 
     fresh = [LoggingWorker(f"cpu{i}", [], threading.Event()) for i in range(2)]
     resumed, _ = _session(tmp_path, monkeypatch, fresh, store=store, plateau=2, resume=sid)
@@ -229,8 +241,9 @@ def test_a_session_cut_with_two_targets_open_resumes_both_and_finishes(tmp_path,
     assert _done(events) == {A: "plateau", B: "plateau"}
     decisions = [e.candidate_id for e in events if isinstance(e, ev.Decision)]
     assert len(decisions) == len(set(decisions)) == len(_target_of(events))  # each experiment decided once
-    # the cut experiment was finished under its own number before B wrote anything new
+    # a cut experiment is finished under its own number before its target writes anything new
     after = events[len(before):]
-    finished = next(i for i, e in enumerate(after) if isinstance(e, ev.Decision) and e.candidate_id == cut_short[0])
-    assert not [e for e in after[:finished] if isinstance(e, ev.CandidateWritten) and e.target == B]
+    for cid in cut_short:
+        finished = next(i for i, e in enumerate(after) if isinstance(e, ev.Decision) and e.candidate_id == cid)
+        assert not [e for e in after[:finished] if isinstance(e, ev.CandidateWritten) and e.target == B]
     _ends_after_its_own_experiments(events)
