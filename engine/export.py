@@ -1,9 +1,10 @@
 """`autokernel export`: a session's kept kernels as a plain Python package, importable without this tool.
 
-The package holds one module per kernel (the candidate's source, verbatim), `_patch.py` (`kernel_patch.py`
-with the kept kinds' routes appended, `autokernel.kernels.patch_source`: it imports only torch), an
-`__init__.py` with `patch(model)`, `KERNELS` and `APPLIED`, and `RESULTS.md` with what was measured.
-Only torch and triton are needed to use it.
+The package holds one module per kernel (the candidate's source, verbatim but for its imports of the
+vendored `_cuda_build.py` and `_triton_common.py`), `_patch.py` (`kernel_patch.py` with the kept kinds'
+routes appended, `autokernel.kernels.patch_source`: it imports only torch), an `__init__.py` with
+`patch(model)`, `KERNELS` and `APPLIED`, and `RESULTS.md` with what was measured. Only torch and triton
+are needed to use it.
 `_patch.py` registers the kernels as custom operators named after the package, so a patched model
 compiles whole and two exported packages load into one process.
 """
@@ -24,6 +25,7 @@ from .store import Store
 
 MARKER = "autokernel-export"
 CUDA_BUILD_IMPORT = "from autokernel.kernels.cuda_build import"
+TRITON_COMMON_IMPORT = "from autokernel.kernels.triton_common import"
 
 
 def _fmt(v: Any, unit: str = "", digits: int = 4) -> str:
@@ -203,6 +205,14 @@ def vendor_cuda_build(package: Path) -> None:
     shutil.copytree(cuda_build.INCLUDE_DIR, package / cuda_build.INCLUDE_DIR.name, dirs_exist_ok=True)
 
 
+def vendor_triton_common(package: Path) -> None:
+    """Copy the shared Triton helpers (kernels/triton_common.py, which imports only torch and triton) into an
+    exported package as `_triton_common.py`."""
+    from autokernel.kernels import triton_common
+
+    (package / "_triton_common.py").write_text(Path(triton_common.__file__).read_text())
+
+
 def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path) -> None:
     from autokernel.kernels import get_spec, patch_source
     from autokernel.kernels.spec import DTYPE_NAMES
@@ -215,6 +225,9 @@ def _write_package(tmp: Path, session: dict, state: SearchState, chosen, left_ou
         if CUDA_BUILD_IMPORT in source:  # CUDA candidates build through our helper: vendor it (it imports only torch)
             vendor_cuda_build(tmp)
             source = source.replace(CUDA_BUILD_IMPORT, "from ._cuda_build import")
+        if TRITON_COMMON_IMPORT in source:  # a Triton starter's shared helpers: vendored the same way
+            vendor_triton_common(tmp)
+            source = source.replace(TRITON_COMMON_IMPORT, "from ._triton_common import")
         if re.search(r"^\s*(from|import)\s+autokernel\b", source, re.M):
             raise UserError(f"{c.candidate_id} imports autokernel, so it cannot be exported standalone")
         (tmp / f"{t.name}.py").write_text(source)

@@ -3,9 +3,9 @@
 Parent side, `write_model_new`: one self-contained `model_new.py` (needs torch and triton, imports no
 autokernel, looks up no file) that KernelBench's loaders and static check accept and a user runs the
 KernelBench way: `ModelNew(*get_init_inputs())(*get_inputs())`. For kept kernels it holds the problem's
-code, `kernel_patch.py` and each kernel's source (a CUDA one's `.cu` text built by `load_inline`); for a
-whole-problem candidate (target `problem`, `engine/problem_spec.py`), that candidate's code and the
-problem's. The kernel files beside it are the integration's record, never loaded by it.
+code, `kernel_patch.py` and each kernel's source (the shared Triton helpers it imports written in, a CUDA
+one's `.cu` text built by `load_inline`); for a whole-problem candidate (target `problem`,
+`engine/problem_spec.py`), that candidate's code and the problem's. The kernel files beside it are the integration's record, never loaded by it.
 
 Child side, `check_model_new` (run by the integration subprocess in mode `kernelbench`): imports that
 same file and checks it the way KernelBench does: `Model` and `ModelNew` built from the same seed,
@@ -112,20 +112,22 @@ def _write(workdir: Path, doc: str, futures: list[str], body: str) -> Path:
 
 
 def kernel_source(entry: dict) -> str:
-    """A kept kernel's source as the standalone file holds it: a CUDA candidate's `.cu` files become
-    strings built with `torch.utils.cpp_extension.load_inline` (engine/cuda_inline.py)."""
+    """A kept kernel's source as the standalone file holds it: the shared Triton helpers it imports written
+    in (engine/standalone.py), a CUDA candidate's `.cu` files strings built with
+    `torch.utils.cpp_extension.load_inline` (engine/cuda_inline.py)."""
     from .cuda_inline import inline_cuda, uses_cuda_build
+    from .standalone import inline_triton_common
 
-    source = Path(entry["path"]).read_text()
+    source = inline_triton_common(Path(entry["path"]).read_text())
     return inline_cuda(source, entry["path"]) if uses_cuda_build(source) else source
 
 
 def _write_whole(workdir: Path, problem: Path, entry: dict) -> Path:
     """`model_new.py` = a whole-problem candidate's own code, then the problem's unless the candidate
     carries it (as an Inductor seed does): one file, no path loaded."""
-    from .standalone import Part, combine
+    from .standalone import Part, combine, inline_triton_common
 
-    source = Path(entry["path"]).read_text()
+    source = inline_triton_common(Path(entry["path"]).read_text())
     parts = [Part(Path(entry["path"]).name, source)]
     if not defines_problem(source):
         parts.append(Part(problem.name, problem.read_text(errors="replace")))

@@ -4,13 +4,20 @@ A scored `model_new.py` holds the problem's code, the patcher and each kept kern
 nothing loaded from a path. Each source is rewritten through `ast`: its docstrings go (a KernelBench
 static check reads prose such as "the forward pass" as a `pass` statement), its top-level names that
 another source binds differently get a prefix (two kernels both define `kernel_fn` and `_warps`), and
-references to them follow, scope by scope, so the code computes exactly what it did alone.
+references to them follow, scope by scope, so the code computes exactly what it did alone. A kernel that
+imports the starters' shared Triton helpers gets their code written in first (`inline_triton_common`).
 """
 
 from __future__ import annotations
 
 import ast
+import io
 from dataclasses import dataclass, field
+from pathlib import Path
+
+# The shared Triton helpers a starter imports (kernels/triton_common.py): a file that must stand alone gets
+# their text instead of the import (`inline_triton_common`).
+TRITON_COMMON = "autokernel.kernels.triton_common"
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
            ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -238,3 +245,35 @@ def combine(parts: list[Part]) -> tuple[list[str], list[str]]:
         tree = ast.fix_missing_locations(_Rewrite(mapping, p.strip_try).visit(tree))
         texts.append(ast.unparse(tree))
     return futures, texts
+
+
+def inline_triton_common(source: str) -> str:
+    """`source` with its top-level `from autokernel.kernels.triton_common import ...` replaced by that module's
+    code (docstrings left out), so it needs no autokernel: the first such import gets the code, each a line
+    `alias = name` for a name it imports under another. A helper whose name the source binds to something
+    else of its own is renamed in the inlined code, so the source's names mean what they meant."""
+    if TRITON_COMMON not in source:  # the cheap test before any parsing
+        return source
+    tree = ast.parse(source)
+    hits = [n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module == TRITON_COMMON]
+    if not hits:
+        return source
+    from autokernel.kernels import triton_common
+
+    shared = ast.parse(Path(triton_common.__file__).read_text())
+    theirs = top_level_names(shared)
+    ours = top_level_names(ast.Module(body=[n for n in tree.body if n not in hits], type_ignores=[]))
+    mapping: dict[str, str] = {}
+    for name, binding in theirs.items():
+        if name in ours and ours[name] != binding:
+            new = f"_triton_common_{name}"
+            while new in ours or new in theirs:
+                new = "_" + new
+            mapping[name] = new
+    code = ast.unparse(ast.fix_missing_locations(_Rewrite(mapping, strip_try=False).visit(shared))) + "\n"
+    lines = io.StringIO(source, newline="").readlines()  # split where ast counts lines, endings kept
+    for node in reversed(hits):  # from the last up, so the earlier imports' line numbers still hold
+        aliases = [(a.asname or a.name, mapping.get(a.name, a.name)) for a in node.names if a.name != "*"]
+        block = (code if node is hits[0] else "") + "".join(f"{new} = {old}\n" for new, old in aliases if new != old)
+        lines[node.lineno - 1:node.end_lineno] = [block]
+    return "".join(lines)
