@@ -33,6 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
+from autokernel.kernels.triton_common import exp, launch_options, num_sms, tma_ready
+
 NUM_WARPS = 0  # tier 1, launch shape: 0 = by tile (8 from 4096 logits, 4 from 1024, else 2)
 NUM_STAGES = 0  # tier 1, launch shape: 0 = Triton's default
 ROWS_PER_PROGRAM = 1  # tier 2, memory access: rows a program takes one after another
@@ -49,15 +51,6 @@ TARGET_FROM_TILE = False  # tier 6, kernel-specific: logits[target] picked out o
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 MAX_MEAN_BLOCK = 8192
-
-
-@triton.jit
-def _exp(z, EXP2: tl.constexpr):
-    """exp(z); with EXP2, exp2(z * log2(e)): the hardware's ex2 with the scale folded into one multiply."""
-    if EXP2:
-        return tl.exp2(z * 1.4426950408889634)
-    else:
-        return tl.exp(z)
 
 
 @triton.jit
@@ -90,14 +83,14 @@ def _row_stats(ptr, n_load, lead, vocab, target, desc, row, cols, BLOCK_V: tl.co
             x_t += tl.sum(tl.where(idx - lead == target, x, 0.0), axis=0)
         if ONLINE:
             m_new = tl.maximum(m, tl.max(x, axis=0))
-            s = s * _exp(m - m_new, EXP2) + tl.sum(_exp(x - m_new, EXP2), axis=0)
+            s = s * exp(m - m_new, EXP2) + tl.sum(exp(x - m_new, EXP2), axis=0)
             m = m_new
         else:
             m = tl.maximum(m, tl.max(x, axis=0))
     if not ONLINE:  # the second pass: the sum of exp(x - max)
         for start in range(0, n_load, BLOCK_V):
             x = _tile(ptr, desc, row, start, start + cols, n_load, lead, vocab, EVICTION, WINDOW, USE_TMA)
-            s += tl.sum(_exp(x - m, EXP2), axis=0)
+            s += tl.sum(exp(x - m, EXP2), axis=0)
     return m, s, x_t
 
 
@@ -189,19 +182,13 @@ def _grid(rows, device):
     blocks = triton.cdiv(rows, ROWS_PER_PROGRAM)
     if not PERSISTENT:
         return blocks
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    return min(blocks, PERSISTENT * sms)
+    return min(blocks, PERSISTENT * num_sms(device))
 
 
 def _options(constexprs, warps):
     """A launch's keyword arguments: the constexprs, num_warps (NUM_WARPS, else the path's `warps`) and
     num_stages (NUM_STAGES, else Triton's default); autotune picks its own."""
-    options = dict(constexprs)
-    if not AUTOTUNE:
-        options["num_warps"] = NUM_WARPS or warps
-        if NUM_STAGES:
-            options["num_stages"] = NUM_STAGES
-    return options
+    return launch_options(constexprs, NUM_WARPS or warps, NUM_STAGES, AUTOTUNE)
 
 
 def _plan(rows, vocab, device):
@@ -219,20 +206,6 @@ def _window_vec(logits2d):
     vec = 16 // logits2d.element_size()
     ok = logits2d.shape[-1] % vec and logits2d.stride(0) >= vec and logits2d.data_ptr() % 16 == 0
     return vec if ok else 1
-
-
-def _tma_ready(logits2d, block):
-    """Whether tensor descriptors can read the logits: Triton has them, the GPU is sm_90 or later, and the
-    pointer, row stride and tile meet TMA's 16-byte rules (else the pointer loads serve)."""
-    size = logits2d.element_size()
-    if not hasattr(tl, "make_tensor_descriptor") or block * size < 16:
-        return False
-    if logits2d.is_cuda and torch.cuda.get_device_capability(logits2d.device)[0] < 9:
-        return False
-    if logits2d.data_ptr() % 16 or (logits2d.stride(0) * size) % 16:
-        return False
-    triton.set_allocator(lambda nbytes, align, stream: torch.empty(nbytes, dtype=torch.int8, device=logits2d.device))
-    return True
 
 
 _PLANS: dict = {}  # (rows, vocab) -> _plan(rows, vocab, device), at most MAX_PLANS
@@ -273,7 +246,7 @@ def kernel_fn(logits, targets):
     grid, options = plan
     if ALIGNED_WINDOW or TMA:  # both depend on this call's pointer and dtype
         options = {**options, "VEC": _window_vec(logits2d) if ALIGNED_WINDOW else 1,
-                   "USE_TMA": TMA and _tma_ready(logits2d, options["BLOCK_V"])}
+                   "USE_TMA": TMA and tma_ready(logits2d, block_cols=options["BLOCK_V"])}
         options["USE_TMA"] = options["USE_TMA"] and options["VEC"] == 1  # TMA serves the plain rows only
     losses = torch.empty(rows, dtype=torch.float32, device=device)
     _cross_entropy_kernel[grid](logits2d, targets, losses, _ticket(device), out, rows, vocab, logits2d.stride(0),

@@ -28,6 +28,8 @@ import triton.language as tl
 
 from triton.tools.tensor_descriptor import TensorDescriptor  # Triton 3.3+ (the project's lower bound)
 
+from autokernel.kernels.triton_common import ab_tile_pointers, dot_acc, grouped_tile, load_k_tiles, span, store_tile
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Knobs, each with its playbook tier. A tile knob of None leaves that part of the tile to the lists
@@ -95,18 +97,9 @@ AUTOTUNE_MIN_WORK = 1 << 24  # tokens*hidden*intermediate below this (256**3) is
 
 
 @triton.jit
-def _grouped(tile, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    """Grouped tile order: GROUP_M tile-rows share their B tiles in L2."""
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (tile // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    return first_pid_m + ((tile % num_pid_in_group) % group_size_m), (tile % num_pid_in_group) // group_size_m
-
-
-@triton.jit
 def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """This program's tile in grouped order."""
-    return _grouped(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    return grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
 
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -133,20 +126,8 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
     w_ptrs = tl.where((c % 2 == 1)[None, :], wu_ptr + w_offs, wg_ptr + w_offs)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
-        if EVEN_K:
-            x = tl.load(x_ptrs)
-            w = tl.load(w_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            w = tl.load(w_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        if UPCAST:
-            x = x.to(tl.float32)
-            w = w.to(tl.float32)
-        if IEEE or UPCAST:
-            acc = tl.dot(x, w, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(x, w, acc)
+        x, w = load_k_tiles(x_ptrs, w_ptrs, offs_k, K - k * BLOCK_K, EVEN_K)
+        acc = dot_acc(x, w, acc, IEEE, UPCAST)
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, HALF, 2)))
@@ -220,46 +201,22 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr):
     pid_m, pid_n = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    if INT64:  # element offsets past 2**31 (e.g. a 16k x 128k logits matrix)
-        offs_am = offs_am.to(tl.int64)
-        offs_bn = offs_bn.to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    a_ptrs, b_ptrs, offs_k = ab_tile_pointers(a_ptr, b_ptr, pid_m, pid_n, M, N, stride_am, stride_ak, stride_bk,
+                                              stride_bn, INT64, BLOCK_M, BLOCK_N, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in tl.range(0, tl.cdiv(K, BLOCK_K), warp_specialize=_WARP_SPECIALIZE):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        a, b = load_k_tiles(a_ptrs, b_ptrs, offs_k, K - k * BLOCK_K, EVEN_K)
         b = b.to(a.dtype)  # an fp32 h (H_FP32) meets the weights in fp32; otherwise a no-op
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        if IEEE or UPCAST:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, b, acc)
+        acc = dot_acc(a, b, acc, IEEE, UPCAST)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if INT64:
-        offs_cm = offs_cm.to(tl.int64)
-        offs_cn = offs_cn.to(tl.int64)
-    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    store_tile(c_ptr, acc, pid_m, pid_n, M, N, stride_cm, stride_cn, INT64, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
 def _tile_origin(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """The first row and column of `tile` (grouped order) in an [M, N] output."""
-    pid_m, pid_n = _grouped(tile, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    pid_m, pid_n = grouped_tile(tile, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
     return pid_m * BLOCK_M, pid_n * BLOCK_N
 
 
@@ -339,11 +296,6 @@ _gate_up_tma_tuned = _tma_tuned(_gate_up_tma_kernel, GATE_UP_TMA_TILES, GATE_UP_
 _matmul_tma_tuned = _tma_tuned(_matmul_tma_kernel, DOWN_TMA_TILES, MATMUL_DESCS)
 
 
-def _span(t):
-    """The largest element offset a 2-D tensor's strides reach."""
-    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
-
-
 def _grid(M, N, per_tile=1):
     """Programs for an [M, N] output, each covering BLOCK_N // per_tile of its columns."""
     return lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"] // per_tile),)
@@ -407,7 +359,7 @@ def kernel_fn(x, w_gate, w_up, w_down):
     if w_gate.stride() != w_up.stride():
         w_gate, w_up = w_gate.contiguous(), w_up.contiguous()
     flags = dict(IEEE=x.dtype == torch.float32, UPCAST=INTERPRETED and x.dtype == torch.bfloat16,
-                 INT64=max(_span(t) for t in (x2d, w_gate, w_up, w_down)) >= 2**31 or tokens * inter >= 2**31)
+                 INT64=max(span(t) for t in (x2d, w_gate, w_up, w_down)) >= 2**31 or tokens * inter >= 2**31)
     if small:
         tile, options = _small_tile()
         gate_up = _gate_up_kernel if INTERLEAVED else _gate_up_two_dots_kernel

@@ -24,12 +24,13 @@ This file is also the playbook's layernorm template: the knob constants below ar
 moves (playbook/templates/layernorm.py gives each one's reason); their values here are the starter's own.
 """
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
+
+from autokernel.kernels.triton_common import num_sms, row_split_plan, tma_ready, warps_for_elements
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # Elements of narrow rows packed into one program. The interpreter pays per program, not per element,
@@ -37,7 +38,7 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 ROW_TILE, MAX_ROWS = (16384, 128) if INTERPRETED else (2048, 16)
 
 # Knobs, each with its playbook tier. 0 picks the starter's own rule where a knob has one.
-NUM_WARPS = 0  # tier 1, launch shape (0: 4, 8 or 16 by the elements a program holds, see `_warps`)
+NUM_WARPS = 0  # tier 1, launch shape (0: 4, 8 or 16 by the elements a program holds, see `warps_for_elements`)
 NUM_STAGES = 3  # tier 1, launch shape (3 is Triton's default on NVIDIA GPUs)
 ROWS_PER_PROGRAM = 0  # tier 2, memory access (0: narrow rows packed up to ROW_TILE elements, MAX_ROWS at most)
 PERSISTENT = 0  # tier 2, memory access (programs per SM looping over row blocks; 0: one program per block)
@@ -241,13 +242,9 @@ def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n
         tl.store(y_row + idx, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _warps(elements_per_program):
-    return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
-
-
 def _launch_options(elements_per_program):
     """num_warps and num_stages of a launch: the knobs, NUM_WARPS by the elements a program holds where 0."""
-    return {"num_warps": NUM_WARPS or _warps(elements_per_program), "num_stages": NUM_STAGES}
+    return {"num_warps": NUM_WARPS or warps_for_elements(elements_per_program), "num_stages": NUM_STAGES}
 
 
 if AUTOTUNE:
@@ -258,44 +255,10 @@ if AUTOTUNE:
     _layernorm_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_layernorm_wide_kernel)
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device):
-    """Streaming multiprocessors of the GPU; on the CPU interpreter a small fixed number."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
-
-
-def _tma_ready(*tensors, block_cols=16):
-    """True where tensor descriptors can be used for these 2-D tensors and tiles `block_cols` wide."""
-    if not (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")):
-        return False
-    if block_cols * tensors[0].element_size() < 16:  # a descriptor's tile row must span 16 bytes
-        return False
-    t0 = tensors[0]
-    if t0.is_cuda and torch.cuda.get_device_capability(t0.device)[0] < 9:
-        return False
-    for t in tensors:
-        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 or t.stride(-1) != 1:
-            return False
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=t0.device))
-    return True
-
-
 def split_plan(n_rows, n_cols, num_sms):
-    """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
-
-    One program per row fills the GPU only with enough rows; below SPLIT_ROWS rows per SM (and for
-    rows too wide for registers) each row is cut into chunks, as many as bring the grid to about
-    SPLIT_PROGRAMS programs per SM, each a whole number of tiles (one at least).
-    """
-    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * num_sms:
-        return None
-    # At least a whole tile per program: less work than that is all set-up.
-    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * num_sms, n_rows)), SPLIT_BLOCK)
-    chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
-    chunks = triton.cdiv(n_cols, chunk)
-    return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
+    """(chunks per row, chunk length, tile) when rows should be split across programs, else None: the shared
+    rule (`row_split_plan`) with this starter's SPLIT_* constants."""
+    return row_split_plan(n_rows, n_cols, num_sms, SPLIT_MIN_COLS, SPLIT_ROWS, SPLIT_PROGRAMS, SPLIT_BLOCK)
 
 
 def kernel_fn(x, weight, bias, eps=1e-5):
@@ -311,7 +274,7 @@ def kernel_fn(x, weight, bias, eps=1e-5):
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return y.reshape(x.shape)
-    plan = split_plan(n_rows, n_cols, _num_sms(x.device))
+    plan = split_plan(n_rows, n_cols, num_sms(x.device))
     if plan is not None:
         chunks, chunk, block = plan
         means = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
@@ -327,12 +290,12 @@ def kernel_fn(x, weight, bias, eps=1e-5):
         block_n = triton.next_power_of_2(n_cols)
         rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
         n_blocks = triton.cdiv(n_rows, rows)
-        grid = (min(n_blocks, PERSISTENT * _num_sms(x.device)),) if PERSISTENT else (n_blocks,)
+        grid = (min(n_blocks, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (n_blocks,)
         _layernorm_rows_kernel[grid](
             x2d, weight, bias, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
             ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, EVICTION=LOAD_EVICTION, RSQRT=RSQRT,
             EVEN=EVEN_MASKS and n_cols == block_n and n_rows % rows == 0,
-            USE_TMA=TMA and _tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
+            USE_TMA=TMA and tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
             **({} if AUTOTUNE else _launch_options(rows * block_n)))
     else:
         block_n = min(MAX_BLOCK_N, LOOP_BLOCK_N)

@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from autokernel.kernels.triton_common import ab_tile_pointers, dot_acc, grouped_tile, load_k_tiles, span, tma_ready
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Knobs, each with its playbook tier. A tile knob of None leaves that part of the tile to the lists
@@ -62,25 +64,10 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                    IEEE: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_K: tl.constexpr, USE_TMA: tl.constexpr,
                    WARP_SPECIALIZE: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
-    # Rows/columns past the edge wrap around (valid addresses, results never stored).
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    if INT64:  # element offsets past 2**31 (e.g. a 16k x 128k logits matrix)
-        offs_am = offs_am.to(tl.int64)
-        offs_bn = offs_bn.to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    a_ptrs, b_ptrs, offs_k = ab_tile_pointers(a_ptr, b_ptr, pid_m, pid_n, M, N, stride_am, stride_ak, stride_bk,
+                                              stride_bn, INT64, BLOCK_M, BLOCK_N, BLOCK_K)
     if USE_TMA:  # parts of a tile past an edge read as zeros: no masks, no wrapped rows
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
@@ -102,20 +89,9 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         if USE_TMA:
             a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
-        elif EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
         else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        if IEEE or UPCAST:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, b, acc)
+            a, b = load_k_tiles(a_ptrs, b_ptrs, offs_k, K - k * BLOCK_K, EVEN_K)
+        acc = dot_acc(a, b, acc, IEEE, UPCAST)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
@@ -149,24 +125,6 @@ _matmul_tuned = triton.autotune(
 )(_matmul_kernel)
 
 
-def _span(t):
-    """The largest element offset a 2-D tensor's strides reach."""
-    return sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
-
-
-def _tma_ready(a, b):
-    """True where A and B can be read through tensor descriptors: Triton has them, the GPU is Hopper or
-    newer (or the interpreter runs), rows are unit-stride and rows and bases 16-byte aligned."""
-    if not hasattr(tl, "make_tensor_descriptor"):
-        return False
-    if a.is_cuda and torch.cuda.get_device_capability(a.device)[0] < 9:
-        return False
-    if not all(t.stride(-1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (a, b)):
-        return False
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=a.device))
-    return True
-
-
 def matmul(a, b, out=None):
     """a [M, K] @ b [K, N] into a new (or the given) [M, N] tensor of a's dtype; any strides."""
     M, K = a.shape
@@ -179,14 +137,14 @@ def matmul(a, b, out=None):
     use_tma = False
     if TMA:
         a, b = a.contiguous(), b.contiguous()
-        use_tma = _tma_ready(a, b)
+        use_tma = tma_ready(a, b)
     target, grid = c, lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
     if SPLIT_K > 1:  # partial products in fp32, one [M, N] block of rows per split
         target = torch.empty((SPLIT_K * M, N), dtype=torch.float32, device=a.device)
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), SPLIT_K)
     args = (a, b, target, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), target.stride(0), target.stride(1))
     flags = dict(IEEE=a.dtype == torch.float32 and INPUT_PRECISION == "ieee", UPCAST=INTERPRETED and a.dtype == torch.bfloat16,
-                 INT64=max(_span(a), _span(b), _span(target)) >= 2**31, SPLIT_K=SPLIT_K, USE_TMA=use_tma,
+                 INT64=max(span(a), span(b), span(target)) >= 2**31, SPLIT_K=SPLIT_K, USE_TMA=use_tma,
                  WARP_SPECIALIZE=WARP_SPECIALIZE)
     if not AUTOTUNE or INTERPRETED or M * N * K < AUTOTUNE_MIN_WORK:
         m, n, k, warps, stages = _with_knobs(SMALL_TILE)

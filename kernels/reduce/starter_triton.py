@@ -18,12 +18,13 @@ This file is also the playbook's reduce template: the knob constants below are w
 moves (playbook/templates/reduce.py gives each one's reason); their values here are the starter's own.
 """
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
+
+from autokernel.kernels.triton_common import num_sms, row_split_plan
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # Elements of narrow rows packed into one program. The interpreter pays per program, not per element,
@@ -120,28 +121,10 @@ def _add_partials_kernel(part_ptr, out_ptr, n_chunks, CHUNKS: tl.constexpr):
     tl.store(out_ptr + row, tl.sum(parts, axis=0).to(out_ptr.dtype.element_ty))
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device):
-    """Streaming multiprocessors of the GPU; on the CPU interpreter a small fixed number."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
-
-
 def split_plan(n_rows, n_cols, num_sms):
-    """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
-
-    One program per row fills the GPU only with enough rows; below SPLIT_ROWS rows per SM
-    (and for rows of at least SPLIT_MIN_COLS) each row is cut into chunks, as many as bring the grid
-    to about SPLIT_PROGRAMS programs per SM, each a whole number of tiles (one at least).
-    """
-    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * num_sms:
-        return None
-    # At least a whole tile per program: less work than that is all set-up.
-    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * num_sms, n_rows)), SPLIT_BLOCK)
-    chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
-    chunks = triton.cdiv(n_cols, chunk)
-    return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
+    """(chunks per row, chunk length, tile) when rows should be split across programs, else None: the shared
+    rule (`row_split_plan`) with this starter's SPLIT_* constants."""
+    return row_split_plan(n_rows, n_cols, num_sms, SPLIT_MIN_COLS, SPLIT_ROWS, SPLIT_PROGRAMS, SPLIT_BLOCK)
 
 
 def fixed_split(n_cols, parts):
@@ -172,7 +155,7 @@ def kernel_fn(x):
     out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
     plan = None
     if n_rows:
-        plan = split_plan(n_rows, n_cols, _num_sms(x.device)) if SPLIT == 0 else fixed_split(n_cols, SPLIT)
+        plan = split_plan(n_rows, n_cols, num_sms(x.device)) if SPLIT == 0 else fixed_split(n_cols, SPLIT)
     if plan is not None:
         chunks, chunk, block = plan
         partials = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
@@ -185,7 +168,7 @@ def kernel_fn(x):
         rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
         whole = EVEN_MASKS and n_rows % rows == 0 and n_cols % block_n == 0
         tiles = triton.cdiv(n_rows, rows)
-        grid = (min(tiles, PERSISTENT * _num_sms(x.device)),) if PERSISTENT else (tiles,)
+        grid = (min(tiles, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (tiles,)
         launch = {} if AUTOTUNE else {"num_warps": _row_warps(block_n, rows), "num_stages": NUM_STAGES}
         _row_sum_kernel[grid](x2d, out, n_rows, x2d.stride(0), N_COLS=n_cols, ROWS=rows, BLOCK_N=block_n,
                               WHOLE_TILES=whole, EVICTION=LOAD_EVICTION, ACC_FP32=ACC_FP32,

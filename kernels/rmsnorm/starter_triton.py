@@ -17,17 +17,18 @@ This file is also the playbook's rmsnorm template: the knob constants below are 
 moves (playbook/templates/rmsnorm.py gives each one's reason); their values here are the starter's own.
 """
 
-import functools
 import os
 
 import torch
 import triton
 import triton.language as tl
 
+from autokernel.kernels.triton_common import num_sms, row_split_plan, tma_ready, warps_for_elements
+
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Knobs, each with its playbook tier. 0 picks the starter's own rule where a knob has one.
-NUM_WARPS = 0  # tier 1, launch shape (0: 4, 8 or 16 by the elements a program holds, see `_warps`)
+NUM_WARPS = 0  # tier 1, launch shape (0: 4, 8 or 16 by the elements a program holds, see `warps_for_elements`)
 NUM_STAGES = 3  # tier 1, launch shape (3 is Triton's default on NVIDIA GPUs)
 ROWS_PER_PROGRAM = 0  # tier 2, memory access (0: narrow rows packed up to 2048 elements, 16 rows at most)
 PERSISTENT = 0  # tier 2, memory access (programs per SM looping over row blocks; 0: one program per block)
@@ -193,13 +194,9 @@ def _rmsnorm_chunk_scale_kernel(x_ptr, w_ptr, y_ptr, sq_ptr, n_cols, stride_x, s
         tl.store(y_row + idx, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _warps(elements_per_program):
-    return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
-
-
 def _launch_options(elements_per_program):
     """num_warps and num_stages of a launch: the knobs, NUM_WARPS by the elements a program holds where 0."""
-    return {"num_warps": NUM_WARPS or _warps(elements_per_program), "num_stages": NUM_STAGES}
+    return {"num_warps": NUM_WARPS or warps_for_elements(elements_per_program), "num_stages": NUM_STAGES}
 
 
 if AUTOTUNE:
@@ -210,44 +207,10 @@ if AUTOTUNE:
     _rmsnorm_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_rmsnorm_wide_kernel)
 
 
-@functools.lru_cache(maxsize=None)
-def _num_sms(device):
-    """Streaming multiprocessors of the GPU; on the CPU interpreter a small fixed number."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 4
-
-
-def _tma_ready(*tensors, block_cols=16):
-    """True where tensor descriptors can be used for these 2-D tensors and tiles `block_cols` wide."""
-    if not (hasattr(tl, "make_tensor_descriptor") and hasattr(triton, "set_allocator")):
-        return False
-    if block_cols * tensors[0].element_size() < 16:  # a descriptor's tile row must span 16 bytes
-        return False
-    t0 = tensors[0]
-    if t0.is_cuda and torch.cuda.get_device_capability(t0.device)[0] < 9:
-        return False
-    for t in tensors:
-        if t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 or t.stride(-1) != 1:
-            return False
-    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=t0.device))
-    return True
-
-
 def split_plan(n_rows, n_cols, num_sms):
-    """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
-
-    One program per row fills the GPU only with enough rows; below SPLIT_ROWS rows per SM (and for
-    rows too wide for registers) each row is cut into chunks, as many as bring the grid to about
-    SPLIT_PROGRAMS programs per SM, each a whole number of tiles (one at least).
-    """
-    if n_cols < SPLIT_MIN_COLS or n_rows >= SPLIT_ROWS * num_sms:
-        return None
-    # At least a whole tile per program: less work than that is all set-up.
-    per_chunk = max(triton.cdiv(n_cols, triton.cdiv(SPLIT_PROGRAMS * num_sms, n_rows)), SPLIT_BLOCK)
-    chunk = triton.cdiv(per_chunk, SPLIT_BLOCK) * SPLIT_BLOCK
-    chunks = triton.cdiv(n_cols, chunk)
-    return (chunks, chunk, SPLIT_BLOCK) if chunks > 1 else None
+    """(chunks per row, chunk length, tile) when rows should be split across programs, else None: the shared
+    rule (`row_split_plan`) with this starter's SPLIT_* constants."""
+    return row_split_plan(n_rows, n_cols, num_sms, SPLIT_MIN_COLS, SPLIT_ROWS, SPLIT_PROGRAMS, SPLIT_BLOCK)
 
 
 def kernel_fn(x, weight, eps=1e-6):
@@ -261,7 +224,7 @@ def kernel_fn(x, weight, eps=1e-6):
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return y.reshape(x.shape)
-    plan = split_plan(n_rows, n_cols, _num_sms(x.device))
+    plan = split_plan(n_rows, n_cols, num_sms(x.device))
     if plan is not None:
         chunks, chunk, block = plan
         squares = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
@@ -275,12 +238,12 @@ def kernel_fn(x, weight, eps=1e-6):
         block_n = triton.next_power_of_2(n_cols)
         rows = ROWS_PER_PROGRAM or max(1, min(16, 2048 // block_n))
         n_blocks = triton.cdiv(n_rows, rows)
-        grid = (min(n_blocks, PERSISTENT * _num_sms(x.device)),) if PERSISTENT else (n_blocks,)
+        grid = (min(n_blocks, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (n_blocks,)
         _rmsnorm_rows_kernel[grid](
             x2d, weight, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
             ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, EVICTION=LOAD_EVICTION, RSQRT=RSQRT, ACC_FP32=ACC_FP32,
             EVEN=EVEN_MASKS and n_cols == block_n and n_rows % rows == 0,
-            USE_TMA=TMA and _tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
+            USE_TMA=TMA and tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
             **({} if AUTOTUNE else _launch_options(rows * block_n)))
     else:
         block_n = min(MAX_BLOCK_N, LOOP_BLOCK_N)

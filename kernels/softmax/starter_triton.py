@@ -30,6 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
+from autokernel.kernels.triton_common import exp, launch_options, num_sms, tma_ready, warps_for_elements
+
 NUM_WARPS = 0  # tier 1, launch shape: 0 = by path (4 to 16 by elements per program; 32 for one row)
 NUM_STAGES = 0  # tier 1, launch shape: 0 = Triton's default
 ROWS_PER_PROGRAM = 0  # tier 2, memory access: 0 = rows making 2048 elements (at most 16), a 1-D tile past 16384
@@ -46,15 +48,6 @@ RECIPROCAL = False  # tier 6, kernel-specific: multiply by 1/sum instead of divi
 MAX_FUSED_COLS = 32768  # rows of MAX_FUSED_COLS // 2 + 1 columns and more held whole get a 1-D program each
 WIDE_BLOCK_N = 16384  # the tile of a looped row (at most MAX_BLOCK_N)
 LOG2E = 1.4426950408889634
-
-
-@triton.jit
-def _exp(z, EXP2: tl.constexpr):
-    """exp(z); with EXP2, exp2(z * log2(e)): the hardware's ex2 with the scale folded into one multiply."""
-    if EXP2:
-        return tl.exp2(z * 1.4426950408889634)
-    else:
-        return tl.exp(z)
 
 
 @triton.jit
@@ -82,7 +75,7 @@ def _softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
     x = x.to(tl.float32)
     m = tl.max(x, axis=1)
     # subtract first, then scale: prescaling x by log2(e) would round before the cancellation
-    e = _exp(x - m[:, None], EXP2)
+    e = exp(x - m[:, None], EXP2)
     e = tl.where(mask, e, 0.0)
     s = tl.sum(e, axis=1)
     if USE_TMA:
@@ -103,7 +96,7 @@ def _softmax_row_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK_N: tl.co
     ok = cols < n_cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=-float("inf"), eviction_policy=EVICTION)
     x = x.to(tl.float32)
-    e = tl.where(ok, _exp(x - tl.max(x, axis=0), EXP2), 0.0)
+    e = tl.where(ok, exp(x - tl.max(x, axis=0), EXP2), 0.0)
     tl.store(y_ptr + row * stride_y + cols, _normalise(e, tl.sum(e, axis=0), RECIPROCAL).to(y_ptr.dtype.element_ty),
              mask=ok)
 
@@ -128,11 +121,11 @@ def _softmax_wide_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, progr
                             eviction_policy=FIRST_EVICTION).to(tl.float32)
                 m_new = tl.maximum(m, x)
                 # lanes that have seen nothing yet keep m = -inf: guard the rescale against inf - inf
-                s = s * tl.where(m_new == -float("inf"), 0.0, _exp(m - m_new, EXP2)) + tl.where(
-                    x == -float("inf"), 0.0, _exp(x - m_new, EXP2))
+                s = s * tl.where(m_new == -float("inf"), 0.0, exp(m - m_new, EXP2)) + tl.where(
+                    x == -float("inf"), 0.0, exp(x - m_new, EXP2))
                 m = m_new
             row_max = tl.max(m, axis=0)
-            total = tl.sum(s * tl.where(m == -float("inf"), 0.0, _exp(m - row_max, EXP2)), axis=0)
+            total = tl.sum(s * tl.where(m == -float("inf"), 0.0, exp(m - row_max, EXP2)), axis=0)
         else:  # a pass for the max, then one for the sum
             m = tl.full((BLOCK_N,), -float("inf"), tl.float32)
             for start in range(0, n_cols, BLOCK_N):
@@ -145,7 +138,7 @@ def _softmax_wide_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, progr
                 idx = start + cols
                 x = tl.load(x_row + idx, mask=idx < n_cols, other=-float("inf"),
                             eviction_policy=FIRST_EVICTION).to(tl.float32)
-                s += tl.where(x == -float("inf"), 0.0, _exp(x - row_max, EXP2))
+                s += tl.where(x == -float("inf"), 0.0, exp(x - row_max, EXP2))
             total = tl.sum(s, axis=0)
         for back in range(0, last_tile + 1):  # last tile first: the lines the first pass read most recently
             if BACKWARDS:
@@ -154,7 +147,7 @@ def _softmax_wide_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, progr
                 idx = back * BLOCK_N + cols
             ok = idx < n_cols
             x = tl.load(x_row + idx, mask=ok, other=-float("inf"), eviction_policy=LAST_EVICTION).to(tl.float32)
-            y = _normalise(_exp(x - row_max, EXP2), total, RECIPROCAL)
+            y = _normalise(exp(x - row_max, EXP2), total, RECIPROCAL)
             tl.store(y_row + idx, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -170,22 +163,13 @@ def _programs(n_rows, device, per_sm=1):
     """per_sm programs per SM (see the module docstring); 8 per_sm under the interpreter, which has no SMs."""
     if device.type != "cuda":
         return min(n_rows, 8 * per_sm)
-    return min(n_rows, per_sm * torch.cuda.get_device_properties(device).multi_processor_count)
-
-
-def _warps(elements_per_program):
-    return 16 if elements_per_program >= 16384 else 8 if elements_per_program >= 4096 else 4
+    return min(n_rows, per_sm * num_sms(device))
 
 
 def _options(constexprs, warps):
     """A launch's keyword arguments: the constexprs, num_warps (NUM_WARPS, else the path's `warps`) and
     num_stages (NUM_STAGES, else Triton's default); autotune picks its own."""
-    options = dict(constexprs)
-    if not AUTOTUNE:
-        options["num_warps"] = NUM_WARPS or warps
-        if NUM_STAGES:
-            options["num_stages"] = NUM_STAGES
-    return options
+    return launch_options(constexprs, NUM_WARPS or warps, NUM_STAGES, AUTOTUNE)
 
 
 def _plan(n_rows, n_cols, stride_x, device):
@@ -205,21 +189,7 @@ def _plan(n_rows, n_cols, stride_x, device):
     rows = ROWS_PER_PROGRAM or max(1, min(16, 2048 // block_n))
     return (_softmax_rows_kernel[(triton.cdiv(n_rows, rows),)], (n_rows, n_cols, stride_x, n_cols),
             _options({"ROWS": rows, "BLOCK_N": block_n, "EVICTION": LOAD_EVICTION or "", "EXP2": EXP2,
-                      "RECIPROCAL": RECIPROCAL, "USE_TMA": False}, _warps(rows * block_n)))
-
-
-def _tma_ready(x, y, stride_x, block_n):
-    """Whether tensor descriptors can read x and write y: Triton has them, the GPU is sm_90 or later, and the
-    pointers, row strides and tile rows meet TMA's 16-byte rules (else the pointer loads serve)."""
-    size = x.element_size()
-    if not hasattr(tl, "make_tensor_descriptor") or block_n * size < 16:
-        return False
-    if x.is_cuda and torch.cuda.get_device_capability(x.device)[0] < 9:
-        return False
-    if x.data_ptr() % 16 or y.data_ptr() % 16 or (stride_x * size) % 16 or (y.shape[-1] * size) % 16:
-        return False
-    triton.set_allocator(lambda nbytes, align, stream: torch.empty(nbytes, dtype=torch.int8, device=x.device))
-    return True
+                      "RECIPROCAL": RECIPROCAL, "USE_TMA": False}, warps_for_elements(rows * block_n)))
 
 
 _PLANS: dict = {}  # (elements, columns, row stride, device index) -> _plan(...), at most MAX_PLANS
@@ -247,6 +217,6 @@ def kernel_fn(x):
         plan = _PLANS[key] = _plan(numel // n_cols, n_cols, stride_x, x.device)
     launch, args, options = plan
     if TMA and "USE_TMA" in options:  # the rows kernel: descriptors' 16-byte rules depend on this call's pointers
-        options = {**options, "USE_TMA": _tma_ready(x2d, y, stride_x, options["BLOCK_N"])}
+        options = {**options, "USE_TMA": tma_ready(x2d.view(-1, n_cols), y.view(-1, n_cols), block_cols=options["BLOCK_N"])}
     launch(x2d, y, *args, **options)
     return y
