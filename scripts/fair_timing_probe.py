@@ -165,7 +165,8 @@ def before_source(kind: str) -> str:
 
     if kind == "cross_entropy":
         return BEFORE_CROSS_ENTROPY
-    return get_spec(kind).starters["triton"].read_text() + "\n\n" + BEFORE_SOFTMAX_LAUNCHER
+    # today's starter imports the old `_warps` rule from kernels/triton_common.py under its shared name
+    return get_spec(kind).starters["triton"].read_text() + "\n\n_warps = warps_for_elements\n" + BEFORE_SOFTMAX_LAUNCHER
 
 
 CASES = [  # (label, kernel type, candidate source, None for the starter or "before", GPU shape, CPU shape)

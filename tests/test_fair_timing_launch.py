@@ -121,3 +121,17 @@ def test_the_cross_entropy_ticket_table_stays_bounded():
         ticket = module._TICKETS[(torch.device("cpu"), 0)]
         (launch,) = [launch for rec in recorders.values() for launch in rec.launches]
         assert any(a is ticket for a in launch[1]) and int(ticket[0]) == 0, name
+
+
+def test_the_launcher_benchmark_runs_the_old_launchers_against_todays_starters():
+    """launch_cost_bench (and fair_timing_probe's "before" rows) put the old launchers on today's starters:
+    a helper the old code names must still be found there, and the copies must still be what git holds."""
+    import subprocess
+
+    script = Path(__file__).parent.parent / "scripts" / "launch_cost_bench.py"
+    done = subprocess.run([sys.executable, str(script), "--number", "3", "--repeat", "1"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if "before " in line and "after " in line]
+    assert [line.split()[0] for line in rows] == ["softmax", "cross_entropy"], done.stdout
+    assert not any("DIFFERS FROM GIT" in line for line in rows), done.stdout
