@@ -218,9 +218,10 @@ class SearchState:
                 t.since_improvement += 1
         elif isinstance(e, ev.TargetDone):
             t = self.targets.get(e.target)
+            if t is not None and t is self.current_target():  # a skip is for the oldest open target
+                self.skip_pending = False
             if t is not None:
                 t.done = e.reason or "done"
-            self.skip_pending = False
         elif isinstance(e, ev.ControlChanged):
             self._control(e)
         elif isinstance(e, ev.LLMUsage):

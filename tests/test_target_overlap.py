@@ -247,3 +247,18 @@ def test_a_session_cut_with_two_targets_open_resumes_both_and_finishes(tmp_path,
         finished = next(i for i, e in enumerate(after) if isinstance(e, ev.Decision) and e.candidate_id == cid)
         assert not [e for e in after[:finished] if isinstance(e, ev.CandidateWritten) and e.target == B]
     _ends_after_its_own_experiments(events)
+
+
+def test_a_pending_skip_waits_for_the_oldest_open_target_not_any_target_that_ends():
+    """A skip asked for and not yet taken (a stop got there first) is for the oldest open target: another open
+    target ending must not clear it, or the resume would not skip what the person asked it to."""
+    from autokernel.engine.search_state import SearchState
+
+    state = SearchState(session_id="s")
+    for name in (A, B):
+        state.apply(ev.TargetStarted(target=name, shape={"n": 1}, dtype="fp32"))
+    state.apply(ev.ControlChanged(action="skip_target"))
+    state.apply(ev.TargetDone(target=B, reason="plateau"))
+    assert state.skip_pending and state.current_target().name == A
+    state.apply(ev.TargetDone(target=A, reason="skipped"))
+    assert not state.skip_pending
