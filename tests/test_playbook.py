@@ -690,3 +690,18 @@ def test_seed_moves_never_repeat_and_end_when_every_move_was_tried():
     labels = [m.label for t in history for m in t.results]
     assert len(labels) == len(set(labels)) == 11  # 1 + 1 + 2 + 1 block moves, 2 + 2 warps, 2 stages
     assert agent.propose(_seed_ctx("class ModelNew(Model):\n    pass\n")) == []  # not a seed: no knobs
+
+
+def test_a_knob_the_starter_decides_reads_as_the_starters_choice_not_its_zero():
+    """A knob whose starter value is 0 or None lets the starter's code decide (by shape or path): the idea
+    must say so, never "1 warps instead of 0" or "block_m: None -> 32"."""
+    for kernel in ("rmsnorm", "matmul", "softmax"):
+        t = get_template(kernel)
+        ideas = PlaybookAgent().propose(_ctx(kernel, "c1", dict(t.DEFAULTS), None, []))
+        assert ideas, kernel
+        for idea in ideas:
+            knob = idea.title.split(":")[0]
+            if t.DEFAULTS.get(knob) in (0, None) and not isinstance(t.DEFAULTS.get(knob), bool):
+                assert idea.title.startswith(f"{knob}: the starter's choice -> "), idea.title
+                assert " instead of 0 " not in idea.hypothesis and "instead of None" not in idea.hypothesis, idea.hypothesis
+                assert f"{knob}=the starter's choice" in idea.hypothesis, idea.hypothesis

@@ -156,13 +156,13 @@ class PlaybookAgent:
         old = parent[knob.name]
         news = [s[knob.name] for s in steps]
         fields = _Fields({**{k: v for k, v in ctx.shape.items()}, "width": _width(ctx.shape) or "?",
-                          "old": old, "new": news[0]})
+                          "old": _in_words(template, knob, old), "new": _in_words(template, knob, news[0])})
         why = knob.reason(old, news[0]).format_map(fields)
         if len(news) > 1:
-            why += f" (also trying {', '.join(_show(v) for v in news[1:])})"
+            why += f" (also trying {', '.join(_show_knob(template, knob, v) for v in news[1:])})"
         again = " Revisited around the new best, since the last change can move its best value." if revisit else ""
-        hypothesis = f"{_measured(ctx, template, knob.name, old)}: {why}. {_expectation(ctx)}{again}"
-        title = f"{knob.name}: {_show(old)} -> {' / '.join(_show(v) for v in news)}"
+        hypothesis = f"{_measured(ctx, template, knob.name, _show_knob(template, knob, old))}: {why}. {_expectation(ctx)}{again}"
+        title = f"{knob.name}: {_show_knob(template, knob, old)} -> {' / '.join(_show_knob(template, knob, v) for v in news)}"
         variants = [Variant(source=template.render(s), label=f"{knob.name}={_show(s[knob.name])}", params=dict(s))
                     for s in steps]
         return Idea(tier=knob.tier, title=title, hypothesis=hypothesis, variants=variants, parent_id=ctx.parent_id)
@@ -310,11 +310,12 @@ def _shape_text(shape: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in shape.items())
 
 
-def _measured(ctx: AgentContext, template: Any, knob: str | None = None, value: Any = None) -> str:
-    """"rmsnorm on 8192x4096 (rows, cols) bf16 with num_warps=4: 71% of copy bandwidth, 0.123 ms"."""
+def _measured(ctx: AgentContext, template: Any, knob: str | None = None, shown: str = "") -> str:
+    """"rmsnorm on 8192x4096 (rows, cols) bf16 with num_warps=4: 71% of copy bandwidth, 0.123 ms" (`shown`:
+    the knob's value as the hypothesis writes it)."""
     m = ctx.parent_measurement
     ceiling = "copy bandwidth" if template.METRIC == "GB/s" else "matmul peak"
-    setting = f" with {knob}={_show(value)}" if knob else ""
+    setting = f" with {knob}={shown}" if knob else ""
     on = f" on {_shape_text(ctx.shape)} {ctx.dtype}" if ctx.shape else f" ({ctx.dtype})"
     head = f"{ctx.kernel}{on}{setting}"
     if m is None or m.kernel_ms is None:
@@ -340,6 +341,23 @@ def _expectation(ctx: AgentContext) -> str:
     if f < 0.85:
         return f"At {f:.0%} the remaining gap is mostly latency hiding and tail effects; expect a few to ten percent if this addresses them."
     return f"At {f:.0%} the kernel is near the ceiling: expect a few percent at most."
+
+
+STARTERS_CHOICE = "the starter's choice"
+
+
+def _in_words(template: Any, knob: Knob, value: Any) -> Any:
+    """A knob's value as a person reads it: the starter's own 0 or None (its code decides, by shape or path)
+    as words, so a hypothesis never says "8 warps instead of 0"; any other value as it is."""
+    default = template.DEFAULTS.get(knob.name)
+    if (value is None and default is None) or (type(value) is int and value == 0 and type(default) is int and default == 0):
+        return STARTERS_CHOICE
+    return value
+
+
+def _show_knob(template: Any, knob: Knob, value: Any) -> str:
+    shown = _in_words(template, knob, value)
+    return shown if shown is STARTERS_CHOICE else _show(value)
 
 
 def _show(value: Any) -> str:
