@@ -211,10 +211,14 @@ def time_ms(fn: Callable[..., Any], sets: list[tuple], device: str, data_args: t
     return event_ms, wall_look(fn, sets, event_ms), out, args
 
 
+def _compile_key(spec: KernelSpec, shape: dict, dtype: torch.dtype) -> tuple:
+    # The baseline itself is part of the key: every whole-problem spec is named "problem".
+    return (spec.name, spec.eager, tuple(sorted(shape.items())), dtype)
+
+
 def compiled_baseline(spec: KernelSpec, shape: dict, dtype: torch.dtype, sample: tuple) -> tuple[Callable | None, str, float]:
     """torch.compile(the spec's eager baseline), compiled once per shape and dtype; (None, why) when it can't be."""
-    # The baseline itself is part of the key: every whole-problem spec is named "problem".
-    key = (spec.name, spec.eager, tuple(sorted(shape.items())), dtype)
+    key = _compile_key(spec, shape, dtype)
     if key in _COMPILED:
         return _COMPILED[key], _COMPILE_ERRORS.get(key, ""), 0.0
     t0 = perf_counter()
@@ -239,6 +243,8 @@ def compile_ahead(spec: KernelSpec, shape: dict, dtype_name: str, device: str) -
     """Compile the torch.compile baseline of `shape` now, before a candidate is loaded, for `bench` to reuse:
     the threads and pools torch's compiler starts then are the worker's own, not the candidate's."""
     dtype = dtype_from_name(dtype_name)
+    if _compile_key(spec, shape, dtype) in _COMPILED:  # compiled for an earlier request: no inputs to make
+        return
     sample = tuple(spec.make_inputs(shape, dtype, device, torch.Generator().manual_seed(0), "normal"))
     compiled_baseline(spec, shape, dtype, sample)
 

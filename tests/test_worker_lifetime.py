@@ -30,7 +30,7 @@ def test_the_compile_baseline_does_not_retire_the_worker(worker):
     for _ in range(2):
         (rec,) = worker.bench(starter, kernel="rmsnorm", shapes=[dict(spec.smoke_shape)], dtype="fp32",
                               with_compile=True)
-        assert rec.kernel_ms > 0
+        assert (rec.kernel, rec.shape) == ("rmsnorm", dict(spec.smoke_shape))
     assert worker.restarts == 0 and worker._alive()
 
 
@@ -38,7 +38,7 @@ def test_a_candidates_own_thread_still_retires_the_worker_after_a_compiled_bench
     spec = get_spec("softmax")
     (rec,) = worker.bench(str(spec.starters["triton"]), kernel="softmax", shapes=[{"rows": 16, "cols": 256}],
                           dtype="fp32", with_compile=True)
-    assert rec.kernel_ms > 0
+    assert (rec.kernel, rec.shape) == ("softmax", {"rows": 16, "cols": 256})
     report = worker.check(str(CHEATS / "background_thread.py"), kernel="softmax")
     assert not report.passed and "after the call returns" in report.first_failure.detail
     assert not worker._alive()  # it retired itself after that answer; the next request starts a fresh one
@@ -61,3 +61,28 @@ def test_a_pools_workers_start_side_by_side_before_their_first_request():
     (one,) = make_workers("cpu", "1")  # one worker: started by its first request, as always
     assert one._starting is None and not one._alive()
     one.close()
+
+
+def test_compiling_ahead_makes_inputs_only_for_a_baseline_not_compiled_yet(monkeypatch):
+    """Every bench request compiles ahead; once a shape's baseline is compiled (or known not to compile), a
+    request makes no sample inputs for it again (at a KernelBench size those are gigabytes)."""
+    import dataclasses
+
+    import torch
+
+    from autokernel.engine import timing
+
+    made = []
+    base = get_spec("softmax")
+    spec = dataclasses.replace(base, make_inputs=lambda *a, **k: made.append(a[0]) or base.make_inputs(*a, **k))
+
+    def no_compiler(*a, **k):
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setattr(torch, "compile", no_compiler)  # the baseline is then recorded as not compiling
+    monkeypatch.setattr(timing, "_COMPILED", {})
+    monkeypatch.setattr(timing, "_COMPILE_ERRORS", {})
+    shape = {"rows": 4, "cols": 64}
+    for _ in range(3):
+        timing.compile_ahead(spec, shape, "fp32", "cpu")
+    assert made == [shape] and list(timing._COMPILE_ERRORS.values()) == ["torch.compile failed: RuntimeError: no compiler here"]
