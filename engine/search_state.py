@@ -218,9 +218,9 @@ class SearchState:
                 t.since_improvement += 1
         elif isinstance(e, ev.TargetDone):
             t = self.targets.get(e.target)
-            if t is not None and t is self.current_target():  # a skip is for the oldest open target
-                self.skip_pending = False
             if t is not None:
+                if t is self.current_target():  # a skip is for the oldest open target
+                    self.skip_pending = False
                 t.done = e.reason or "done"
         elif isinstance(e, ev.ControlChanged):
             self._control(e)
