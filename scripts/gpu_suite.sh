@@ -201,8 +201,9 @@ step_multigpu() {
   # KernelBench's own eval of the batch run on all GPUs (issue 25).
   "$PY" scripts/multigpu_bench.py consistency -o "$RESULTS/multigpu" > "$RESULTS/multigpu_consistency.txt" 2>&1
   echo "consistency rc=$?"; tail -6 "$RESULTS/multigpu_consistency.txt"
+  # KB_PROBLEMS set but empty leaves the KernelBench batch out (a rerun that measures the optimize session only).
   "$PY" scripts/multigpu_bench.py sessions -o "$RESULTS/multigpu" --experiments "${MG_EXPERIMENTS:-12}" \
-    --kb ${KB_PROBLEMS:-.kb/problems tests/kernelbench_problems} --kb-experiments "${KB_EXPERIMENTS:-3}" \
+    --kb ${KB_PROBLEMS-.kb/problems tests/kernelbench_problems} --kb-experiments "${KB_EXPERIMENTS:-3}" \
     > "$RESULTS/multigpu.txt" 2>&1
   echo "sessions rc=$?"; tail -12 "$RESULTS/multigpu.txt"
   local batch; batch=$(ls -d "$RESULTS"/multigpu/kb_w[2-9]*/out.json 2>/dev/null | head -1)
