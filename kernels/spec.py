@@ -31,6 +31,11 @@ def dtype_from_name(name: str) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}") from None
 
 
+def element_size(dtype: torch.dtype) -> int:
+    """Bytes of one element of `dtype`: what a spec's `bytes_moved` counts in."""
+    return torch.empty((), dtype=dtype).element_size()
+
+
 def _on_device(gen: torch.Generator, device: Any) -> torch.Generator:
     """A generator on `device` seeded from the host generator `gen` (the same `gen` state, the same
     inputs), or `gen` itself for a host tensor. Drawing on the host and copying over cost seconds per

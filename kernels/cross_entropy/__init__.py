@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..spec import KernelSpec, random_tensor, starters_beside
+from ..rowwise_spec import rowwise_spec
+from ..spec import element_size, random_tensor
 
 
 IGNORE_INDEX = -100  # F.cross_entropy's default
@@ -40,7 +41,7 @@ def make_inputs(shape, dtype, device, gen, mode="normal"):
 
 def bytes_moved(shape, dtype) -> int:
     rows, vocab = int(shape["rows"]), int(shape["vocab"])
-    return rows * vocab * torch.empty((), dtype=dtype).element_size() + rows * 8 + 4
+    return rows * vocab * element_size(dtype) + rows * 8 + 4
 
 
 def flops(shape, dtype) -> int:
@@ -53,7 +54,8 @@ def shape_from_args(logits, targets=None, *rest, **kwargs):
     return {"rows": int(logits.numel() // max(vocab, 1)), "vocab": vocab}
 
 
-SPEC = KernelSpec(
+SPEC = rowwise_spec(
+    __file__,
     name="cross_entropy",
     order=70,
     signature="kernel_fn(logits, targets)",
@@ -62,9 +64,7 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,
-    metric="GB/s",
     smoke_shape={"rows": 8, "vocab": 1000},
-    batch_dims=("rows",),
     sweep_shapes=(
         {"rows": 4, "vocab": 512},
         {"rows": 37, "vocab": 3001},
@@ -99,13 +99,11 @@ SPEC = KernelSpec(
         torch.bfloat16: (5e-4, 5e-4),
     },
     shape_from_args=shape_from_args,
-    data_args=(0,),
     forbidden_ops=frozenset({
         "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss_forward",
         "aten::nll_loss2d_forward", "aten::log_softmax", "aten::_log_softmax", "aten::logsumexp",
         "aten::softmax", "aten::_softmax", "aten::mean", "aten::sum", "aten::exp",
     }),
-    starters=starters_beside(__file__),
     notes=(
         "Output is a 0-dim fp32 tensor: the mean loss over the rows whose target is not -100 (F.cross_entropy's "
         "default ignore_index; about one row in eight of the inputs is ignored): an ignored row adds nothing to "

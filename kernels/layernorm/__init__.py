@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..spec import INPUT_MODES, KernelSpec, random_tensor, starters_beside
+from ..rowwise_spec import FEW_WIDE_ROWS, NORM_EDGE_SHAPES, NORM_SWEEP_SHAPES, row_data, rowwise_spec, trained_gain
+from ..spec import INPUT_MODES, element_size
 
 # Input regimes beyond the numerical ones: normal x with no weight and bias, or a weight and no bias.
 NO_AFFINE_MODES = ("no_affine", "no_bias")
@@ -31,12 +32,9 @@ def baseline(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | 
 
 
 def make_inputs(shape, dtype, device, gen, mode="normal"):
-    rows, cols = int(shape["rows"]), int(shape["cols"])
-    x = random_tensor((rows, cols), dtype, device, gen, "normal" if mode in NO_AFFINE_MODES else mode)
-    # Parameters as a trained model has them: near 1 and near 0, not the identity, so a kernel
-    # that ignores or swaps them fails.
-    weight = (1.0 + 0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
-    bias = (0.1 * torch.randn(cols, generator=gen)).to(dtype=dtype, device=device)
+    x = row_data(shape, dtype, device, gen, "normal" if mode in NO_AFFINE_MODES else mode)
+    weight = trained_gain(int(shape["cols"]), dtype, device, gen, centre=1.0)
+    bias = trained_gain(int(shape["cols"]), dtype, device, gen, centre=0.0)
     if mode == "no_affine":
         return x, None, None, 1e-5
     if mode == "no_bias":
@@ -46,8 +44,7 @@ def make_inputs(shape, dtype, device, gen, mode="normal"):
 
 def bytes_moved(shape, dtype) -> int:
     rows, cols = int(shape["rows"]), int(shape["cols"])
-    size = torch.empty((), dtype=dtype).element_size()
-    return (2 * rows * cols + 2 * cols) * size
+    return (2 * rows * cols + 2 * cols) * element_size(dtype)
 
 
 def flops(shape, dtype) -> int:
@@ -55,12 +52,8 @@ def flops(shape, dtype) -> int:
     return 7 * int(shape["rows"]) * int(shape["cols"])
 
 
-def shape_from_args(x, *rest, **kwargs):
-    cols = int(x.shape[-1])
-    return {"rows": int(x.numel() // max(cols, 1)), "cols": cols}
-
-
-SPEC = KernelSpec(
+SPEC = rowwise_spec(
+    __file__,
     name="layernorm",
     order=30,
     signature="kernel_fn(x, weight, bias, eps=1e-5)",
@@ -71,34 +64,14 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,
-    metric="GB/s",
-    smoke_shape={"rows": 8, "cols": 1024},
-    batch_dims=("rows",),
-    sweep_shapes=(
-        {"rows": 4, "cols": 64},
-        {"rows": 37, "cols": 1000},
-        {"rows": 128, "cols": 768},
-        {"rows": 16, "cols": 5120},
-        {"rows": 4, "cols": 20000},
-        {"rows": 4096, "cols": 4096},
-        {"rows": 8192, "cols": 8192},
-        {"rows": 2048, "cols": 12288},
-    ),
-    edge_shapes=(
-        {"rows": 1, "cols": 1},
-        {"rows": 1, "cols": 17},
-        {"rows": 3, "cols": 5},
-        {"rows": 257, "cols": 3},
-        {"rows": 2, "cols": 16385},
-    ),
+    sweep_shapes=NORM_SWEEP_SHAPES,
+    edge_shapes=NORM_EDGE_SHAPES,
     bench_shapes=(
         {"rows": 4096, "cols": 4096},
         {"rows": 8192, "cols": 4096},
         {"rows": 8192, "cols": 8192},
         {"rows": 32768, "cols": 1024},
-        # Few, wide rows (a norm over several trailing dims): the split-row path (tests/test_split_rows.py).
-        {"rows": 16, "cols": 4194304},
-        {"rows": 64, "cols": 1048576},
+        *FEW_WIDE_ROWS,
     ),
     # Outputs are O(1); the halves are dominated by the output's own rounding (2**-11 and 2**-8
     # relative), fp32 by the order of the two row reductions.
@@ -107,14 +80,11 @@ SPEC = KernelSpec(
         torch.float16: (2e-3, 2e-3),
         torch.bfloat16: (1e-2, 1e-2),
     },
-    shape_from_args=shape_from_args,
-    data_args=(0,),
     forbidden_ops=frozenset({
         "aten::layer_norm", "aten::native_layer_norm", "aten::group_norm", "aten::native_group_norm",
         "aten::batch_norm", "aten::instance_norm", "aten::var_mean", "aten::var", "aten::std",
         "aten::mean", "aten::rsqrt",
     }),
-    starters=starters_beside(__file__),
     stability_modes=tuple(m for m in INPUT_MODES if m != "normal") + NO_AFFINE_MODES,
     notes=(
         "Rows are independent: one row (or a few narrow rows) per program. Keep the row in registers "

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..spec import KernelSpec, random_tensor, starters_beside
+from ..rowwise_spec import FEW_WIDE_ROWS, row_data, rowwise_spec
+from ..spec import element_size
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -24,7 +25,7 @@ FP16_SUM_LIMIT = 3.0e4  # comfortably below fp16's largest finite value, 65504
 
 
 def make_inputs(shape, dtype, device, gen, mode="normal"):
-    x = random_tensor((int(shape["rows"]), int(shape["cols"])), dtype, device, gen, mode)
+    x = row_data(shape, dtype, device, gen, mode)
     if dtype == torch.float16:
         # A row whose sum cannot be an fp16 number has no right answer in fp16: scale such rows
         # down (large and constant regimes at wide rows) so every sum is finite.
@@ -35,7 +36,7 @@ def make_inputs(shape, dtype, device, gen, mode="normal"):
 
 def bytes_moved(shape, dtype) -> int:
     rows, cols = int(shape["rows"]), int(shape["cols"])
-    return (rows * cols + rows) * torch.empty((), dtype=dtype).element_size()
+    return (rows * cols + rows) * element_size(dtype)
 
 
 def flops(shape, dtype) -> int:
@@ -43,11 +44,13 @@ def flops(shape, dtype) -> int:
 
 
 def shape_from_args(x, *rest, **kwargs):
+    """{rows, cols} of a call; a 0-dim x (its sum is itself) is one row of one."""
     cols = int(x.shape[-1]) if x.dim() else 1
     return {"rows": int(x.numel() // max(cols, 1)), "cols": cols}
 
 
-SPEC = KernelSpec(
+SPEC = rowwise_spec(
+    __file__,
     name="reduce",
     order=90,
     signature="kernel_fn(x)",
@@ -57,9 +60,6 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,
-    metric="GB/s",
-    smoke_shape={"rows": 8, "cols": 1024},
-    batch_dims=("rows",),
     sweep_shapes=(
         {"rows": 4, "cols": 64},
         {"rows": 37, "cols": 1000},
@@ -82,9 +82,7 @@ SPEC = KernelSpec(
         {"rows": 8192, "cols": 8192},
         {"rows": 65536, "cols": 1024},
         {"rows": 1024, "cols": 65536},
-        # Few, wide rows (a sum over several trailing dims): the split-row path (tests/test_split_rows.py).
-        {"rows": 16, "cols": 4194304},
-        {"rows": 64, "cols": 1048576},
+        *FEW_WIDE_ROWS,
     ),
     # Sums of N(0, 1) rows are O(sqrt(cols)); errors come from the fp32 summation order and, for
     # the halves, the output's own rounding (2**-11 and 2**-8 relative). A sum that cancels to near
@@ -95,12 +93,10 @@ SPEC = KernelSpec(
         torch.bfloat16: (1e-2, 1e-2),
     },
     shape_from_args=shape_from_args,
-    data_args=(0,),
     forbidden_ops=frozenset({
         "aten::sum", "aten::mean", "aten::nansum", "aten::cumsum", "aten::mm", "aten::mv", "aten::matmul",
         "aten::dot", "aten::einsum", "aten::bmm", "aten::linalg_vector_norm", "aten::norm", "aten::trace",
     }),
-    starters=starters_beside(__file__),
     notes=(
         "Output shape is x.shape[:-1] in x's dtype; accumulate in fp32 (a half-precision accumulator "
         "fails the tolerance at wide rows). The floor is one read of x, so the game is bandwidth: "

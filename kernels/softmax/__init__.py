@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..spec import KernelSpec, random_tensor, starters_beside
+from ..rowwise_spec import row_data, rowwise_spec
+from ..spec import element_size
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -21,11 +22,11 @@ def baseline(x: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(shape, dtype, device, gen, mode="normal"):
-    return (random_tensor((int(shape["rows"]), int(shape["cols"])), dtype, device, gen, mode),)
+    return (row_data(shape, dtype, device, gen, mode),)
 
 
 def bytes_moved(shape, dtype) -> int:
-    return 2 * int(shape["rows"]) * int(shape["cols"]) * torch.empty((), dtype=dtype).element_size()
+    return 2 * int(shape["rows"]) * int(shape["cols"]) * element_size(dtype)
 
 
 def flops(shape, dtype) -> int:
@@ -33,12 +34,8 @@ def flops(shape, dtype) -> int:
     return 5 * int(shape["rows"]) * int(shape["cols"])
 
 
-def shape_from_args(x, *rest, **kwargs):
-    cols = int(x.shape[-1])
-    return {"rows": int(x.numel() // max(cols, 1)), "cols": cols}
-
-
-SPEC = KernelSpec(
+SPEC = rowwise_spec(
+    __file__,
     name="softmax",
     order=20,
     signature="kernel_fn(x)",
@@ -48,9 +45,6 @@ SPEC = KernelSpec(
     make_inputs=make_inputs,
     bytes_moved=bytes_moved,
     flops=flops,
-    metric="GB/s",
-    smoke_shape={"rows": 8, "cols": 1024},
-    batch_dims=("rows",),
     sweep_shapes=(
         {"rows": 4, "cols": 64},
         {"rows": 37, "cols": 1000},
@@ -82,11 +76,8 @@ SPEC = KernelSpec(
         torch.float16: (1e-4, 2e-3),
         torch.bfloat16: (1e-3, 1.6e-2),
     },
-    shape_from_args=shape_from_args,
-    data_args=(0,),
     forbidden_ops=frozenset({"aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
                              "aten::exp", "aten::special_softmax"}),
-    starters=starters_beside(__file__),
     notes=(
         "Rows are independent: one row per program when it fits in registers (one read, one write), "
         "else an online (single-pass max and rescaled sum) loop then a normalising pass; for those wide rows "
