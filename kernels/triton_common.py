@@ -54,6 +54,32 @@ def launch_options(constexprs, num_warps, num_stages, autotune):
     return options
 
 
+def row_launch(num_warps, num_stages, elements_per_program, autotune=False):
+    """A row kernel's num_warps (the knob, else by the elements one program holds) and num_stages, as
+    `launch_options` gives them: none where autotune picks its own."""
+    return launch_options({}, num_warps or warps_for_elements(elements_per_program), num_stages, autotune)
+
+
+def autotuned(kernel, key, warps, num_stages, interpreted):
+    """`kernel` under triton.autotune over these num_warps (and num_stages where nonzero), keyed by the
+    argument names `key`; the CPU interpreter cannot time configs, so there it gets the first one."""
+    configs = [triton.Config({}, num_warps=w, **({"num_stages": num_stages} if num_stages else {})) for w in warps]
+    return triton.autotune(configs=configs[:1] if interpreted else configs, key=key)(kernel)
+
+
+def row_view(x):
+    """x as a 2-D [rows, last dim] tensor whose rows have unit stride: x itself where it already is one, a
+    view where the reshape allows it, a copy only where the last dim is strided."""
+    x2d = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    return x2d if x2d.stride(-1) == 1 else x2d.contiguous()
+
+
+def programs(blocks, per_sm, device):
+    """Programs of a grid over `blocks` blocks: one each, or where `per_sm` is set a persistent grid of at
+    most that many per SM, each looping over blocks."""
+    return min(blocks, per_sm * num_sms(device)) if per_sm else blocks
+
+
 def row_split_plan(n_rows, n_cols, num_sms, min_cols, rows_per_sm, programs_per_sm, block):
     """(chunks per row, chunk length, tile) when rows should be split across programs, else None.
 
@@ -82,6 +108,69 @@ def exp(z, EXP2: tl.constexpr):
         return tl.exp2(z * 1.4426950408889634)
     else:
         return tl.exp(z)
+
+
+@triton.jit
+def inverse_sqrt(v, RSQRT: tl.constexpr):
+    """1 / sqrt(v); with RSQRT the one rsqrt instruction instead of a square root and a divide."""
+    if RSQRT:
+        inv = tl.rsqrt(v)
+    else:
+        inv = 1.0 / tl.sqrt(v)
+    return inv
+
+
+@triton.jit
+def column_param(ptr, idx, ok, PRESENT: tl.constexpr, ABSENT: tl.constexpr):
+    """A per-column parameter (a norm's weight or bias) at `idx` in fp32; where the op has none (not
+    PRESENT), ABSENT at every column without a load."""
+    if PRESENT:
+        v = tl.load(ptr + idx, mask=ok, other=0.0).to(tl.float32)
+    else:
+        v = tl.full(idx.shape, ABSENT, tl.float32)
+    return v
+
+
+@triton.jit
+def row_block_descriptors(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, ROWS: tl.constexpr,
+                          BLOCK_N: tl.constexpr, USE_TMA: tl.constexpr):
+    """Tensor descriptors of the [ROWS, BLOCK_N] blocks of an input and an output [n_rows, n_cols] where
+    USE_TMA, else the pointers themselves (then `load_row_block` and `store_row_block` never read them)."""
+    if USE_TMA:
+        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_cols], strides=[stride_x, 1],
+                                           block_shape=[ROWS, BLOCK_N])
+        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[n_rows, n_cols], strides=[stride_y, 1],
+                                           block_shape=[ROWS, BLOCK_N])
+    else:
+        x_desc, y_desc = x_ptr, y_ptr
+    return x_desc, y_desc
+
+
+@triton.jit
+def load_row_block(x_ptr, x_desc, row_block, rows, cols, mask, stride_x, ROWS: tl.constexpr, EVICTION: tl.constexpr,
+                   EVEN: tl.constexpr, USE_TMA: tl.constexpr):
+    """Row block `row_block` (rows `rows`, columns `cols`) in the input's dtype: through its descriptor
+    (USE_TMA), unmasked (EVEN: every row and column exists) or masked with zeros."""
+    x_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
+    if USE_TMA:
+        x = x_desc.load([row_block * ROWS, 0])
+    elif EVEN:
+        x = tl.load(x_ptrs, eviction_policy=EVICTION)
+    else:
+        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy=EVICTION)
+    return x
+
+
+@triton.jit
+def store_row_block(y_ptr, y_desc, y, row_block, rows, cols, mask, stride_y, ROWS: tl.constexpr, EVEN: tl.constexpr,
+                    USE_TMA: tl.constexpr):
+    """`y` into row block `row_block` of the output, in its dtype, the way `load_row_block` reads."""
+    if USE_TMA:
+        y_desc.store([row_block * ROWS, 0], y.to(y_ptr.dtype.element_ty))
+    elif EVEN:
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty))
+    else:
+        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.triton_common import exp, launch_options, num_sms, tma_ready
+from autokernel.kernels.triton_common import autotuned, exp, launch_options, programs, row_view, tma_ready
 
 NUM_WARPS = 0  # tier 1, launch shape: 0 = by tile (8 from 4096 logits, 4 from 1024, else 2)
 NUM_STAGES = 0  # tier 1, launch shape: 0 = Triton's default
@@ -164,10 +164,9 @@ def _cross_entropy_kernel(logits_ptr, targets_ptr, losses_ptr, ticket_ptr, out_p
         tl.store(ticket_ptr, 0)  # ready for the next launch on this stream
 
 
-if AUTOTUNE:  # one config under the interpreter, which cannot time them
-    _CONFIGS = [triton.Config({}, num_warps=w, **({"num_stages": NUM_STAGES} if NUM_STAGES else {}))
-                for w in (16, 8, 32)][:1 if os.environ.get("TRITON_INTERPRET") == "1" else None]
-    _cross_entropy_kernel = triton.autotune(configs=_CONFIGS, key=["vocab", "ROWS", "VEC"])(_cross_entropy_kernel)
+if AUTOTUNE:
+    _cross_entropy_kernel = autotuned(_cross_entropy_kernel, ["vocab", "ROWS", "VEC"], (16, 8, 32), NUM_STAGES,
+                                      os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def _launch_shape(rows, vocab):
@@ -179,10 +178,7 @@ def _launch_shape(rows, vocab):
 
 def _grid(rows, device):
     """Programs of the launch: one per block of ROWS_PER_PROGRAM rows, at most PERSISTENT per SM where set."""
-    blocks = triton.cdiv(rows, ROWS_PER_PROGRAM)
-    if not PERSISTENT:
-        return blocks
-    return min(blocks, PERSISTENT * num_sms(device))
+    return programs(triton.cdiv(rows, ROWS_PER_PROGRAM), PERSISTENT, device)
 
 
 def _options(constexprs, warps):
@@ -228,9 +224,7 @@ def _ticket(device):
 
 def kernel_fn(logits, targets):
     vocab = logits.shape[-1]
-    logits2d = logits if logits.dim() == 2 else logits.reshape(-1, vocab)
-    if logits2d.stride(-1) != 1:
-        logits2d = logits2d.contiguous()
+    logits2d = row_view(logits)
     if targets.dim() != 1 or targets.dtype != torch.int64 or targets.stride(0) != 1:
         targets = targets.reshape(-1).to(torch.int64).contiguous()
     rows = logits2d.shape[0]

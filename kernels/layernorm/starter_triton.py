@@ -30,7 +30,9 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.triton_common import num_sms, row_split_plan, tma_ready, warps_for_elements
+from autokernel.kernels.triton_common import (autotuned, column_param, inverse_sqrt, load_row_block, num_sms, programs,
+                                              row_block_descriptors, row_launch, row_split_plan, row_view,
+                                              store_row_block, tma_ready)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # Elements of narrow rows packed into one program. The interpreter pays per program, not per element,
@@ -63,24 +65,7 @@ SPLIT_BLOCK = 4096
 @triton.jit
 def _affine(w_ptr, b_ptr, idx, ok, HAS_W: tl.constexpr, HAS_B: tl.constexpr):
     """weight and bias at `idx` in fp32; 1 and 0 where the norm has none."""
-    if HAS_W:
-        w = tl.load(w_ptr + idx, mask=ok, other=0.0).to(tl.float32)
-    else:
-        w = tl.full(idx.shape, 1.0, tl.float32)
-    if HAS_B:
-        b = tl.load(b_ptr + idx, mask=ok, other=0.0).to(tl.float32)
-    else:
-        b = tl.zeros(idx.shape, tl.float32)
-    return w, b
-
-
-@triton.jit
-def _inverse_std(var_eps, RSQRT: tl.constexpr):
-    if RSQRT:
-        inv = tl.rsqrt(var_eps)
-    else:
-        inv = 1.0 / tl.sqrt(var_eps)
-    return inv
+    return column_param(w_ptr, idx, ok, HAS_W, 1.0), column_param(b_ptr, idx, ok, HAS_B, 0.0)
 
 
 @triton.jit
@@ -96,26 +81,15 @@ def _layernorm_row_block(row_block, x_ptr, w_ptr, b_ptr, y_ptr, x_desc, y_desc, 
     # the fp32 sum small for rows far from zero. A scalar load per row (served by L1 from the same
     # line as the tile), not a third reduction over the tile.
     shift = tl.load(x_ptr + rows * stride_x, mask=rows < n_rows, other=0.0).to(tl.float32)
-    x_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
-    if USE_TMA:
-        x = x_desc.load([row_block * ROWS, 0]).to(tl.float32)
-    elif EVEN:
-        x = tl.load(x_ptrs, eviction_policy=EVICTION).to(tl.float32)
-    else:
-        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy=EVICTION).to(tl.float32)
-    x = tl.where(mask, x - shift[:, None], 0.0)
+    x = load_row_block(x_ptr, x_desc, row_block, rows, cols, mask, stride_x, ROWS, EVICTION, EVEN, USE_TMA)
+    x = tl.where(mask, x.to(tl.float32) - shift[:, None], 0.0)
     mean = tl.sum(x, axis=1) / n_cols
     diff = tl.where(mask, x - mean[:, None], 0.0)
     var = tl.sum(diff * diff, axis=1) / n_cols
-    rstd = _inverse_std(var + eps, RSQRT)
+    rstd = inverse_sqrt(var + eps, RSQRT)
     w, b = _affine(w_ptr, b_ptr, cols, col_ok, HAS_W, HAS_B)
     y = diff * rstd[:, None] * w[None, :] + b[None, :]
-    if USE_TMA:
-        y_desc.store([row_block * ROWS, 0], y.to(y_ptr.dtype.element_ty))
-    elif EVEN:
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty))
-    else:
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    store_row_block(y_ptr, y_desc, y, row_block, rows, cols, mask, stride_y, ROWS, EVEN, USE_TMA)
 
 
 @triton.jit
@@ -123,13 +97,7 @@ def _layernorm_rows_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_x,
                            ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                            EVICTION: tl.constexpr, RSQRT: tl.constexpr, EVEN: tl.constexpr, USE_TMA: tl.constexpr,
                            PERSISTENT: tl.constexpr):
-    if USE_TMA:
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_cols], strides=[stride_x, 1],
-                                           block_shape=[ROWS, BLOCK_N])
-        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[n_rows, n_cols], strides=[stride_y, 1],
-                                           block_shape=[ROWS, BLOCK_N])
-    else:
-        x_desc, y_desc = x_ptr, y_ptr  # not read
+    x_desc, y_desc = row_block_descriptors(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, ROWS, BLOCK_N, USE_TMA)
     if PERSISTENT:  # a fixed grid walks the row blocks
         for row_block in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             _layernorm_row_block(tl.cast(row_block, tl.int32), x_ptr, w_ptr, b_ptr, y_ptr, x_desc, y_desc, n_rows,
@@ -173,7 +141,7 @@ def _layernorm_wide_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_x, stride_
             d = tl.where(idx < n_cols, x - mean, 0.0)
             acc += d * d
         var = tl.sum(acc, axis=0) / n_cols
-    rstd = _inverse_std(var + eps, RSQRT)
+    rstd = inverse_sqrt(var + eps, RSQRT)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
         ok = idx < n_cols
@@ -229,7 +197,7 @@ def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n
     mean = tl.sum(counts * means, axis=0) / n_cols
     d = means - mean
     var = tl.sum(m2s + counts * d * d, axis=0) / n_cols
-    rstd = _inverse_std(var + eps, RSQRT)
+    rstd = inverse_sqrt(var + eps, RSQRT)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
     first = chunk.to(tl.int64) * CHUNK
@@ -242,17 +210,9 @@ def _layernorm_chunk_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, m2_ptr, n
         tl.store(y_row + idx, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _launch_options(elements_per_program):
-    """num_warps and num_stages of a launch: the knobs, NUM_WARPS by the elements a program holds where 0."""
-    return {"num_warps": NUM_WARPS or warps_for_elements(elements_per_program), "num_stages": NUM_STAGES}
-
-
 if AUTOTUNE:
-    # The CPU interpreter cannot time configs, so it gets the first one.
-    _CONFIGS = [triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]
-    _CONFIGS = _CONFIGS[:1] if INTERPRETED else _CONFIGS
-    _layernorm_rows_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols", "ROWS"])(_layernorm_rows_kernel)
-    _layernorm_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_layernorm_wide_kernel)
+    _layernorm_rows_kernel = autotuned(_layernorm_rows_kernel, ["n_cols", "ROWS"], (8, 4, 16), NUM_STAGES, INTERPRETED)
+    _layernorm_wide_kernel = autotuned(_layernorm_wide_kernel, ["n_cols"], (8, 4, 16), NUM_STAGES, INTERPRETED)
 
 
 def split_plan(n_rows, n_cols, num_sms):
@@ -262,15 +222,12 @@ def split_plan(n_rows, n_cols, num_sms):
 
 
 def kernel_fn(x, weight, bias, eps=1e-5):
-    n_cols = x.shape[-1]
-    x2d = x.reshape(-1, n_cols)
-    if x2d.stride(-1) != 1:
-        x2d = x2d.contiguous()
+    x2d = row_view(x)
+    n_rows, n_cols = x2d.shape
     # No weight or bias: the kernels are told so and never read the stand-in pointer.
     has_w, has_b = weight is not None, bias is not None
     weight = weight.contiguous() if has_w else x2d
     bias = bias.contiguous() if has_b else x2d
-    n_rows = x2d.shape[0]
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return y.reshape(x.shape)
@@ -279,7 +236,7 @@ def kernel_fn(x, weight, bias, eps=1e-5):
         chunks, chunk, block = plan
         means = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
         m2s = torch.empty_like(means)
-        options = _launch_options(block)
+        options = row_launch(NUM_WARPS, NUM_STAGES, block)
         _layernorm_chunk_stats_kernel[(n_rows, chunks)](
             x2d, means, m2s, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block, **options)
         _layernorm_chunk_norm_kernel[(n_rows, chunks)](
@@ -289,18 +246,17 @@ def kernel_fn(x, weight, bias, eps=1e-5):
     elif n_cols <= MAX_BLOCK_N:
         block_n = triton.next_power_of_2(n_cols)
         rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
-        n_blocks = triton.cdiv(n_rows, rows)
-        grid = (min(n_blocks, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (n_blocks,)
+        grid = (programs(triton.cdiv(n_rows, rows), PERSISTENT, x.device),)
         _layernorm_rows_kernel[grid](
             x2d, weight, bias, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
             ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, EVICTION=LOAD_EVICTION, RSQRT=RSQRT,
             EVEN=EVEN_MASKS and n_cols == block_n and n_rows % rows == 0,
             USE_TMA=TMA and tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
-            **({} if AUTOTUNE else _launch_options(rows * block_n)))
+            **row_launch(NUM_WARPS, NUM_STAGES, rows * block_n, AUTOTUNE))
     else:
         block_n = min(MAX_BLOCK_N, LOOP_BLOCK_N)
         _layernorm_wide_kernel[(n_rows,)](
             x2d, weight, bias, y, n_cols, x2d.stride(0), y.stride(0), float(eps),
             BLOCK_N=block_n, HAS_W=has_w, HAS_B=has_b, RSQRT=RSQRT, ONE_PASS_STATS=ONE_PASS_STATS,
-            **({} if AUTOTUNE else _launch_options(block_n)))
+            **row_launch(NUM_WARPS, NUM_STAGES, block_n, AUTOTUNE))
     return y.reshape(x.shape)

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.triton_common import num_sms, row_split_plan
+from autokernel.kernels.triton_common import autotuned, num_sms, programs, row_split_plan, row_view
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 # Elements of narrow rows packed into one program. The interpreter pays per program, not per element,
@@ -89,10 +89,7 @@ def _row_sum_kernel(x_ptr, out_ptr, n_rows, stride_x, N_COLS: tl.constexpr, ROWS
 
 
 if AUTOTUNE:
-    # The CPU interpreter cannot time configs, so it gets the first one.
-    _CONFIGS = [triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]
-    _row_sum_kernel = triton.autotune(configs=_CONFIGS[:1] if INTERPRETED else _CONFIGS,
-                                      key=["N_COLS", "ROWS", "BLOCK_N"])(_row_sum_kernel)
+    _row_sum_kernel = autotuned(_row_sum_kernel, ["N_COLS", "ROWS", "BLOCK_N"], (8, 4, 16), NUM_STAGES, INTERPRETED)
 
 
 @triton.jit
@@ -147,11 +144,8 @@ def _row_warps(block_n, rows):
 
 
 def kernel_fn(x):
-    n_cols = x.shape[-1] if x.dim() else 1
-    x2d = x.reshape(-1, n_cols)
-    if x2d.stride(-1) != 1:
-        x2d = x2d.contiguous()
-    n_rows = x2d.shape[0]
+    x2d = row_view(x if x.dim() else x.reshape(1))  # a 0-dim x is one row of one
+    n_rows, n_cols = x2d.shape
     out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
     plan = None
     if n_rows:
@@ -167,8 +161,7 @@ def kernel_fn(x):
         block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
         rows = ROWS_PER_PROGRAM or max(1, min(MAX_ROWS, ROW_TILE // block_n))
         whole = EVEN_MASKS and n_rows % rows == 0 and n_cols % block_n == 0
-        tiles = triton.cdiv(n_rows, rows)
-        grid = (min(tiles, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (tiles,)
+        grid = (programs(triton.cdiv(n_rows, rows), PERSISTENT, x.device),)
         launch = {} if AUTOTUNE else {"num_warps": _row_warps(block_n, rows), "num_stages": NUM_STAGES}
         _row_sum_kernel[grid](x2d, out, n_rows, x2d.stride(0), N_COLS=n_cols, ROWS=rows, BLOCK_N=block_n,
                               WHOLE_TILES=whole, EVICTION=LOAD_EVICTION, ACC_FP32=ACC_FP32,

@@ -23,7 +23,9 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.triton_common import num_sms, row_split_plan, tma_ready, warps_for_elements
+from autokernel.kernels.triton_common import (autotuned, column_param, inverse_sqrt, load_row_block, num_sms, programs,
+                                              row_block_descriptors, row_launch, row_split_plan, row_view,
+                                              store_row_block, tma_ready)
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -51,25 +53,6 @@ SPLIT_BLOCK = 4096
 
 
 @triton.jit
-def _gain(w_ptr, idx, ok, HAS_W: tl.constexpr):
-    """The weight at `idx` in fp32; 1 where the norm has none."""
-    if HAS_W:
-        w = tl.load(w_ptr + idx, mask=ok, other=0.0).to(tl.float32)
-    else:
-        w = tl.full(idx.shape, 1.0, tl.float32)
-    return w
-
-
-@triton.jit
-def _inverse_rms(mean_square, RSQRT: tl.constexpr):
-    if RSQRT:
-        inv = tl.rsqrt(mean_square)
-    else:
-        inv = 1.0 / tl.sqrt(mean_square)
-    return inv
-
-
-@triton.jit
 def _square(x, ACC_FP32: tl.constexpr):
     """x * x in fp32, squared in fp32 or (ACC_FP32 off) in the input dtype."""
     if ACC_FP32:
@@ -89,27 +72,16 @@ def _rmsnorm_row_block(row_block, x_ptr, w_ptr, y_ptr, x_desc, y_desc, n_rows, n
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_ok[None, :]
-    x_ptrs = x_ptr + rows[:, None] * stride_x + cols[None, :]
-    if USE_TMA:
-        x = x_desc.load([row_block * ROWS, 0])
-    elif EVEN:
-        x = tl.load(x_ptrs, eviction_policy=EVICTION)
-    else:
-        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy=EVICTION)
+    x = load_row_block(x_ptr, x_desc, row_block, rows, cols, mask, stride_x, ROWS, EVICTION, EVEN, USE_TMA)
     if ACC_FP32:
         x = x.to(tl.float32)
         mean_square = tl.sum(x * x, axis=1) / n_cols
     else:
         mean_square = tl.sum(x * x, axis=1).to(tl.float32) / n_cols
-    rstd = _inverse_rms(mean_square + eps, RSQRT)
-    w = _gain(w_ptr, cols, col_ok, HAS_W)
+    rstd = inverse_sqrt(mean_square + eps, RSQRT)
+    w = column_param(w_ptr, cols, col_ok, HAS_W, 1.0)  # 1 where the norm has no weight
     y = x.to(tl.float32) * rstd[:, None] * w[None, :]
-    if USE_TMA:
-        y_desc.store([row_block * ROWS, 0], y.to(y_ptr.dtype.element_ty))
-    elif EVEN:
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty))
-    else:
-        tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    store_row_block(y_ptr, y_desc, y, row_block, rows, cols, mask, stride_y, ROWS, EVEN, USE_TMA)
 
 
 @triton.jit
@@ -117,13 +89,7 @@ def _rmsnorm_rows_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y
                          ROWS: tl.constexpr, BLOCK_N: tl.constexpr, HAS_W: tl.constexpr, EVICTION: tl.constexpr,
                          RSQRT: tl.constexpr, ACC_FP32: tl.constexpr, EVEN: tl.constexpr, USE_TMA: tl.constexpr,
                          PERSISTENT: tl.constexpr):
-    if USE_TMA:
-        x_desc = tl.make_tensor_descriptor(x_ptr, shape=[n_rows, n_cols], strides=[stride_x, 1],
-                                           block_shape=[ROWS, BLOCK_N])
-        y_desc = tl.make_tensor_descriptor(y_ptr, shape=[n_rows, n_cols], strides=[stride_y, 1],
-                                           block_shape=[ROWS, BLOCK_N])
-    else:
-        x_desc, y_desc = x_ptr, y_ptr  # not read
+    x_desc, y_desc = row_block_descriptors(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, ROWS, BLOCK_N, USE_TMA)
     if PERSISTENT:  # a fixed grid walks the row blocks
         for row_block in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
             _rmsnorm_row_block(tl.cast(row_block, tl.int32), x_ptr, w_ptr, y_ptr, x_desc, y_desc, n_rows, n_cols, stride_x, stride_y,
@@ -145,12 +111,12 @@ def _rmsnorm_wide_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride_x, stride_y, eps, B
         idx = start + cols
         x = tl.load(x_row + idx, mask=idx < n_cols, other=0.0)
         acc += _square(x, ACC_FP32)
-    rstd = _inverse_rms(tl.sum(acc, axis=0) / n_cols + eps, RSQRT)
+    rstd = inverse_sqrt(tl.sum(acc, axis=0) / n_cols + eps, RSQRT)
     for start in range(0, n_cols, BLOCK_N):
         idx = start + cols
         ok = idx < n_cols
         x = tl.load(x_row + idx, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = _gain(w_ptr, idx, ok, HAS_W)
+        w = column_param(w_ptr, idx, ok, HAS_W, 1.0)
         tl.store(y_row + idx, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -181,7 +147,7 @@ def _rmsnorm_chunk_scale_kernel(x_ptr, w_ptr, y_ptr, sq_ptr, n_cols, stride_x, s
     n_chunks = tl.num_programs(1)
     k = tl.arange(0, CHUNKS)
     partials = tl.load(sq_ptr + row * n_chunks + k, mask=k < n_chunks, other=0.0)
-    rstd = _inverse_rms(tl.sum(partials, axis=0) / n_cols + eps, RSQRT)
+    rstd = inverse_sqrt(tl.sum(partials, axis=0) / n_cols + eps, RSQRT)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * stride_y
     first = chunk.to(tl.int64) * CHUNK
@@ -190,21 +156,13 @@ def _rmsnorm_chunk_scale_kernel(x_ptr, w_ptr, y_ptr, sq_ptr, n_cols, stride_x, s
         idx = first + start + cols
         ok = idx < n_cols
         x = tl.load(x_row + idx, mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = _gain(w_ptr, idx, ok, HAS_W)
+        w = column_param(w_ptr, idx, ok, HAS_W, 1.0)
         tl.store(y_row + idx, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _launch_options(elements_per_program):
-    """num_warps and num_stages of a launch: the knobs, NUM_WARPS by the elements a program holds where 0."""
-    return {"num_warps": NUM_WARPS or warps_for_elements(elements_per_program), "num_stages": NUM_STAGES}
-
-
 if AUTOTUNE:
-    # The CPU interpreter cannot time configs, so it gets the first one.
-    _CONFIGS = [triton.Config({}, num_warps=w, num_stages=NUM_STAGES) for w in (8, 4, 16)]
-    _CONFIGS = _CONFIGS[:1] if INTERPRETED else _CONFIGS
-    _rmsnorm_rows_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols", "ROWS"])(_rmsnorm_rows_kernel)
-    _rmsnorm_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_rmsnorm_wide_kernel)
+    _rmsnorm_rows_kernel = autotuned(_rmsnorm_rows_kernel, ["n_cols", "ROWS"], (8, 4, 16), NUM_STAGES, INTERPRETED)
+    _rmsnorm_wide_kernel = autotuned(_rmsnorm_wide_kernel, ["n_cols"], (8, 4, 16), NUM_STAGES, INTERPRETED)
 
 
 def split_plan(n_rows, n_cols, num_sms):
@@ -214,13 +172,10 @@ def split_plan(n_rows, n_cols, num_sms):
 
 
 def kernel_fn(x, weight, eps=1e-6):
-    n_cols = x.shape[-1]
-    x2d = x.reshape(-1, n_cols)
-    if x2d.stride(-1) != 1:
-        x2d = x2d.contiguous()
+    x2d = row_view(x)
+    n_rows, n_cols = x2d.shape
     has_w = weight is not None  # without one the kernels never read the stand-in pointer
     weight = weight.contiguous() if has_w else x2d
-    n_rows = x2d.shape[0]
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return y.reshape(x.shape)
@@ -228,7 +183,7 @@ def kernel_fn(x, weight, eps=1e-6):
     if plan is not None:
         chunks, chunk, block = plan
         squares = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
-        options = _launch_options(block)
+        options = row_launch(NUM_WARPS, NUM_STAGES, block)
         _rmsnorm_chunk_squares_kernel[(n_rows, chunks)](
             x2d, squares, n_cols, x2d.stride(0), CHUNK=chunk, BLOCK_N=block, ACC_FP32=ACC_FP32, **options)
         _rmsnorm_chunk_scale_kernel[(n_rows, chunks)](
@@ -237,17 +192,16 @@ def kernel_fn(x, weight, eps=1e-6):
     elif n_cols <= MAX_BLOCK_N:
         block_n = triton.next_power_of_2(n_cols)
         rows = ROWS_PER_PROGRAM or max(1, min(16, 2048 // block_n))
-        n_blocks = triton.cdiv(n_rows, rows)
-        grid = (min(n_blocks, PERSISTENT * num_sms(x.device)),) if PERSISTENT else (n_blocks,)
+        grid = (programs(triton.cdiv(n_rows, rows), PERSISTENT, x.device),)
         _rmsnorm_rows_kernel[grid](
             x2d, weight, y, n_rows, n_cols, x2d.stride(0), y.stride(0), float(eps),
             ROWS=rows, BLOCK_N=block_n, HAS_W=has_w, EVICTION=LOAD_EVICTION, RSQRT=RSQRT, ACC_FP32=ACC_FP32,
             EVEN=EVEN_MASKS and n_cols == block_n and n_rows % rows == 0,
             USE_TMA=TMA and tma_ready(x2d, y, block_cols=block_n), PERSISTENT=PERSISTENT > 0,
-            **({} if AUTOTUNE else _launch_options(rows * block_n)))
+            **row_launch(NUM_WARPS, NUM_STAGES, rows * block_n, AUTOTUNE))
     else:
         block_n = min(MAX_BLOCK_N, LOOP_BLOCK_N)
         _rmsnorm_wide_kernel[(n_rows,)](x2d, weight, y, n_cols, x2d.stride(0), y.stride(0), float(eps),
                                         BLOCK_N=block_n, HAS_W=has_w, RSQRT=RSQRT, ACC_FP32=ACC_FP32,
-                                        **({} if AUTOTUNE else _launch_options(block_n)))
+                                        **row_launch(NUM_WARPS, NUM_STAGES, block_n, AUTOTUNE))
     return y.reshape(x.shape)

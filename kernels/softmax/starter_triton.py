@@ -30,7 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.kernels.triton_common import exp, launch_options, num_sms, tma_ready, warps_for_elements
+from autokernel.kernels.triton_common import (autotuned, exp, launch_options, num_sms, row_view, tma_ready,
+                                              warps_for_elements)
 
 NUM_WARPS = 0  # tier 1, launch shape: 0 = by path (4 to 16 by elements per program; 32 for one row)
 NUM_STAGES = 0  # tier 1, launch shape: 0 = Triton's default
@@ -151,12 +152,11 @@ def _softmax_wide_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, progr
             tl.store(y_row + idx, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
-if AUTOTUNE:  # one config under the interpreter, which cannot time them
-    _CONFIGS = [triton.Config({}, num_warps=w, **({"num_stages": NUM_STAGES} if NUM_STAGES else {}))
-                for w in (8, 4, 16)][:1 if os.environ.get("TRITON_INTERPRET") == "1" else None]
-    _softmax_rows_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols", "ROWS"])(_softmax_rows_kernel)
-    _softmax_row_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_softmax_row_kernel)
-    _softmax_wide_kernel = triton.autotune(configs=_CONFIGS, key=["n_cols"])(_softmax_wide_kernel)
+if AUTOTUNE:
+    _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+    _softmax_rows_kernel = autotuned(_softmax_rows_kernel, ["n_cols", "ROWS"], (8, 4, 16), NUM_STAGES, _INTERPRETED)
+    _softmax_row_kernel = autotuned(_softmax_row_kernel, ["n_cols"], (8, 4, 16), NUM_STAGES, _INTERPRETED)
+    _softmax_wide_kernel = autotuned(_softmax_wide_kernel, ["n_cols"], (8, 4, 16), NUM_STAGES, _INTERPRETED)
 
 
 def _programs(n_rows, device, per_sm=1):
@@ -201,9 +201,7 @@ def kernel_fn(x):
     if x.is_contiguous():
         x2d, stride_x = x, n_cols  # the kernel reads rows through pointers: no 2-D view is needed
     else:
-        x2d = x.reshape(-1, n_cols)
-        if x2d.stride(-1) != 1:
-            x2d = x2d.contiguous()
+        x2d = row_view(x)
         stride_x = x2d.stride(0)
     y = torch.empty_like(x, memory_format=torch.contiguous_format)  # written as [rows, n_cols], x's shape
     numel = x.numel()
