@@ -12,7 +12,8 @@ How the code is obtained (torch 2.13, triton 3.9, no GPU): the problem's Model i
 a GPU ("0 active drivers"), so the hash is replaced for the duration; Inductor's own CPU-Triton runtime needs
 the triton-cpu backend, which we never use: the kernels run under `TRITON_INTERPRET=1` (or compiled on a GPU).
 Matmuls: Inductor writes `tl.dot` kernels (`triton.native_matmul`) only for GPU devices; the device check is
-lifted so a GEMM becomes a Triton kernel too. Convolutions are decomposed into im2col + matmul before Inductor
+lifted so a GEMM becomes a Triton kernel too, and so is the one for the online softmax (max and sum in one pass
+over a row), so a softmax seed is the algorithm torch.compile runs on the GPU. Convolutions are decomposed into im2col + matmul before Inductor
 sees them, so they also become Triton. Whatever Inductor still hands to a library (`extern_kernels.*`, an
 aten fallback) is called through torch and named in the file's `EXTERN` list: the harness refuses such a
 candidate today (it computes with a PyTorch op), which is issue 17's "library part" question.
@@ -72,6 +73,43 @@ def _native_matmul_anywhere(mat1: Any, mat2: Any) -> bool:
     if any(map(has_free_unbacked_symbols, [m, k, n])):
         return False
     return not any(V.graph.sizevars.statically_known_leq(d, 1) for d in (m, k, n))
+
+
+def _online_softmax_anywhere(match: Any) -> bool:
+    """Inductor's `prepare_softmax_extra_check` with the CPU allowed when its backend is Triton: the one-pass
+    max-and-sum (online softmax) it writes for a GPU is plain Triton, and without it a softmax seed reads its
+    rows three times where torch.compile on the GPU reads them twice."""
+    from torch._inductor import config
+
+    device_type = match.kwargs["x"].meta["val"].device.type
+    return bool(config.online_softmax) and getattr(config, f"{device_type}_backend", None) == "triton"
+
+
+@contextlib.contextmanager
+def _online_softmax_on_cpu():
+    """Put `_online_softmax_anywhere` in place of Inductor's check inside every registered online-softmax
+    pattern while the seed's code is generated. `register_replacement` keeps the check in the closure of the
+    pattern's own check function, so that closure's cell is the one swapped (and put back after); a torch whose
+    patterns are built otherwise keeps its own check, and the seed its three-pass softmax."""
+    from torch._inductor.fx_passes import post_grad
+
+    post_grad.lazy_init()  # the patterns are registered once per process, on first use
+    original = post_grad.prepare_softmax_extra_check
+    cells = []
+    for passes in post_grad.pass_patterns:
+        for entries in passes.patterns.values():
+            for entry in entries:
+                fn = getattr(entry, "extra_check", None)
+                names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
+                cells += [cell for name, cell in zip(names, fn.__closure__ or ()) if name == "extra_check"
+                          and cell.cell_contents is original] if names else []
+    for cell in cells:
+        cell.cell_contents = _online_softmax_anywhere
+    try:
+        yield
+    finally:
+        for cell in cells:
+            cell.cell_contents = original
 
 
 def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
@@ -156,6 +194,7 @@ def inductor_code(exported: _Exported) -> str:
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
         stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
         stack.enter_context(mock.patch("torch._inductor.kernel.bmm.use_native_matmul", _native_matmul_anywhere))
+        stack.enter_context(_online_softmax_on_cpu())
         stack.enter_context(torch.no_grad())
         codes = get_code(lambda: compile_fx(exported.graph_module, list(exported.args)))
     if not codes:
@@ -460,6 +499,7 @@ if _os.environ.get("TRITON_INTERPRET") == "1":
             raise AttributeError(f"libdevice.{{name}} has no stand-in under Triton's interpreter")
 
     libdevice = _Libdevice()
+    triton_helpers.libdevice = libdevice  # its own helpers (the online softmax's exp) call libdevice too
 
 EXTERN = {extern!r}  # library calls this seed still makes (the harness refuses them today)
 

@@ -97,3 +97,49 @@ def test_a_real_seed_lists_the_heuristics_other_configs(tmp_path):
         mine = {k: v for k, v in knobs.items() if k.startswith(f"K{index}_")}
         assert all(set(c) == set(mine) and c != mine for c in configs)
     compile(source, "seed", "exec")
+
+
+def test_a_softmax_seed_reads_each_row_twice_as_torch_compile_on_a_gpu_does(tmp_path):
+    """Inductor fuses a softmax's max and sum into one pass (online softmax) only for GPU devices; the seed
+    lifts that gate, so a row too wide for one block is read twice (max and sum together, then the output),
+    not three times, and the seed still computes the problem under the interpreter (its helpers' libdevice
+    calls too)."""
+    import os
+    import re
+
+    problem = tmp_path / "wide_log_softmax.py"
+    problem.write_text(textwrap.dedent("""
+        import torch
+
+
+        class Model(torch.nn.Module):
+            def forward(self, x):
+                return torch.log_softmax(x, dim=1)
+
+
+        def get_inputs():
+            return [torch.randn(2, 1025) * 4]
+
+
+        def get_init_inputs():
+            return []
+    """))
+    seed = tmp_path / "seed.py"
+    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    source = seed.read_text()
+    assert "triton_helpers.online_softmax_" in source
+    assert len(re.findall(r"^\s+for r0_offset in tl\.range\(", source, re.M)) == 2
+    compare = textwrap.dedent(f"""
+        import importlib.util, torch
+        spec = importlib.util.spec_from_file_location("seed", {str(seed)!r})
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        x = torch.randn(2, 1025) * 4
+        x[1, 5] = float("inf")  # the one-pass max and sum must still give what torch gives
+        print(torch.allclose(module.ModelNew()(x), module.Model()(x), atol=1e-5, rtol=1e-5, equal_nan=True))
+    """)
+    ran = subprocess.run([sys.executable, "-c", compare], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert ran.stdout.strip().splitlines()[-1:] == ["True"], ran.stderr[-2000:]
