@@ -68,9 +68,10 @@ def test_a_listing_that_names_unknown_constants_or_is_not_a_literal_is_ignored()
     assert other_configs(SEED.replace("[{'XBLOCK'", "make([{'XBLOCK'")) == {}
 
 
-def test_a_real_seed_lists_the_heuristics_other_configs(tmp_path):
-    problem = tmp_path / "log_softmax.py"
-    problem.write_text(textwrap.dedent("""
+def _log_softmax_problem(folder, draw: str):
+    """A KernelBench-form log-softmax over dim 1 whose get_inputs() returns [`draw`]."""
+    problem = folder / "log_softmax.py"
+    problem.write_text(textwrap.dedent(f"""
         import torch
 
 
@@ -80,12 +81,17 @@ def test_a_real_seed_lists_the_heuristics_other_configs(tmp_path):
 
 
         def get_inputs():
-            return [torch.rand(16, 8192)]
+            return [{draw}]
 
 
         def get_init_inputs():
             return []
     """))
+    return problem
+
+
+def test_a_real_seed_lists_the_heuristics_other_configs(tmp_path):
+    problem = _log_softmax_problem(tmp_path, "torch.rand(16, 8192)")
     seed = tmp_path / "seed.py"
     done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
                           capture_output=True, text=True, timeout=600)
@@ -107,23 +113,7 @@ def test_a_softmax_seed_reads_each_row_twice_as_torch_compile_on_a_gpu_does(tmp_
     import os
     import re
 
-    problem = tmp_path / "wide_log_softmax.py"
-    problem.write_text(textwrap.dedent("""
-        import torch
-
-
-        class Model(torch.nn.Module):
-            def forward(self, x):
-                return torch.log_softmax(x, dim=1)
-
-
-        def get_inputs():
-            return [torch.randn(2, 1025) * 4]
-
-
-        def get_init_inputs():
-            return []
-    """))
+    problem = _log_softmax_problem(tmp_path, "torch.randn(2, 1025) * 4")
     seed = tmp_path / "seed.py"
     done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
                           capture_output=True, text=True, timeout=600)
