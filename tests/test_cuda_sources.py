@@ -95,17 +95,32 @@ def combined_binding_unit(sources: dict[str, Path]) -> str:
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
+def nvcc_out(tmp_path_factory) -> Path:
+    """The folder the module's compiles write to; `kept_ptx` reads the sm_90a PTX they leave there."""
+    return tmp_path_factory.mktemp("nvcc")
+
+
+def kept_ptx(out: Path, name: str) -> Path:
+    """The sm_90a PTX nvcc kept while compiling `name`.cu to an object file (`-keep`): the same text
+    `nvcc -ptx` writes with those flags, without running the front end a second time."""
+    return out / f"{name}.keep" / f"{name}.ptx"
+
+
+@pytest.fixture(scope="module")
+def compiled(nvcc_out):
     """Run every compile once, in parallel: {name: CompletedProcess} plus "<bindings>"."""
     sources = cu_sources()
-    out = tmp_path_factory.mktemp("nvcc")
+    out = nvcc_out
     from torch.utils.cpp_extension import include_paths
 
     torch_includes = [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
     unit = out / "bindings.cu"
     unit.write_text(combined_binding_unit(sources))
 
-    jobs = {name: (ARCH, ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o")])
+    for name in sources:
+        (out / f"{name}.keep").mkdir()
+    jobs = {name: (ARCH, ["-DAUTOKERNEL_NO_TORCH", "-c", str(path), "-o", str(out / f"{name}.o"),
+                          "-keep", "-keep-dir", str(out / f"{name}.keep")])
             for name, path in sources.items()}
     # sm_80: PTX only (no ptxas), enough to show the sources compile without their Hopper paths.
     jobs.update({f"{name}@sm80": ("80", ["-DAUTOKERNEL_NO_TORCH", "-ptx", str(path), "-o", str(out / f"{name}.sm80.ptx")])
@@ -148,15 +163,15 @@ def test_device_code_compiles_for_sm80(name, compiled):
 
 
 @needs_nvcc
+@COMPILE_TIMEOUT
 @pytest.mark.parametrize("name", ["matmul", "fused_mlp", "flash_attention"])
-def test_matrix_starters_hopper_paths_are_bulk_tensor_copies_and_wgmma(name, tmp_path):
+def test_matrix_starters_hopper_paths_are_bulk_tensor_copies_and_wgmma(name, compiled, nvcc_out):
     """With the flags a Hopper build gets, the matrix starters' device code loads tiles with the bulk
     tensor copy (TMA) and multiplies with wgmma: the path that took them from a quarter of the Triton
-    starters' speed (WMMA, mma.sync) to about par on an H100. PTX only, so no ptxas time."""
-    ptx = tmp_path / f"{name}.ptx"
-    result = nvcc(["-DAUTOKERNEL_NO_TORCH", "-ptx", str(KERNELS_DIR / name / f"{name}.cu"), "-o", str(ptx)], tmp_path)
-    assert result.returncode == 0, f"nvcc -ptx failed on {name}.cu:\n{result.stderr[-4000:]}"
-    text = ptx.read_text()
+    starters' speed (WMMA, mma.sync) to about par on an H100. Read from the PTX the sm_90a compile kept."""
+    result = compiled[name]
+    assert result.returncode == 0, f"nvcc failed on {name}.cu:\n{result.stderr[-4000:]}"
+    text = kept_ptx(nvcc_out, name).read_text()
     assert "wgmma.mma_async" in text and "cp.async.bulk.tensor" in text
 
 
