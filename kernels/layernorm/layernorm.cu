@@ -48,71 +48,44 @@ __global__ void layernorm_kernel(const T* __restrict__ x, const W* __restrict__ 
   if (nvec <= lanes * kItems) {
     float buf[kItems][VEC];
     float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-        load_vec<T, VEC>(xr, idx, buf[i]);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) s += buf[i][k];
-      }
-    }
+    load_row_items<T, VEC>(xr, tid, lanes, nvec, buf, [&](float v) { s += v; });
     const float mean = row_sum<WARP_ROW>(s) * inv_n;
     float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (tid + i * lanes < nvec) {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          buf[i][k] -= mean;
-          ss += buf[i][k] * buf[i][k];
-        }
-      }
-    }
+    update_row_items<VEC>(tid, lanes, nvec, buf, [&](float& v) {
+      v -= mean;
+      ss += v * v;
+    });
     const float r = rsqrtf(row_sum<WARP_ROW>(ss) * inv_n + eps);
+    store_row_items<T, VEC>(yr, tid, lanes, nvec, buf, [&](int idx, float (&v)[VEC]) {
+      float wv[VEC], bv[VEC];
+      load_vec<W, VEC>(w, idx, wv);
+      load_vec<W, VEC>(b, idx, bv);
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-        float wv[VEC], bv[VEC];
-        load_vec<W, VEC>(w, idx, wv);
-        load_vec<W, VEC>(b, idx, bv);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) buf[i][k] = buf[i][k] * r * wv[k] + bv[k];
-        store_vec<T, VEC>(yr, idx, buf[i]);
-      }
-    }
+      for (int k = 0; k < VEC; ++k) v[k] = v[k] * r * wv[k] + bv[k];
+    });
     return;
   }
 
   float s = 0.f;
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int, float (&v)[VEC]) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s += v[k];
-  }
+  });
   const float mean = row_sum<WARP_ROW>(s) * inv_n;
   float ss = 0.f;
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int, float (&v)[VEC]) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) ss += (v[k] - mean) * (v[k] - mean);
-  }
+  });
   const float r = rsqrtf(row_sum<WARP_ROW>(ss) * inv_n + eps);
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC], wv[VEC], bv[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int idx, float (&v)[VEC]) {
+    float wv[VEC], bv[VEC];
     load_vec<W, VEC>(w, idx, wv);
     load_vec<W, VEC>(b, idx, bv);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v[k] = (v[k] - mean) * r * wv[k] + bv[k];
     store_vec<T, VEC>(yr, idx, v);
-  }
+  });
 }
 
 template <typename T, typename W, int VEC>

@@ -42,51 +42,31 @@ __global__ void rmsnorm_kernel(const T* __restrict__ x, const W* __restrict__ w,
   T* yr = y + row * cols;
   const int nvec = cols / VEC;
 
-  if (nvec <= lanes * kItems) {
-    float buf[kItems][VEC];
-    float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-        load_vec<T, VEC>(xr, idx, buf[i]);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) ss += buf[i][k] * buf[i][k];
-      }
-    }
-    const float r = rsqrtf(row_sum<WARP_ROW>(ss) / float(cols) + eps);
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-        float wv[VEC];
-        load_vec<W, VEC>(w, idx, wv);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) buf[i][k] = buf[i][k] * r * wv[k];
-        store_vec<T, VEC>(yr, idx, buf[i]);
-      }
-    }
-    return;
-  }
-
-  float ss = 0.f;
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) ss += v[k] * v[k];
-  }
-  const float r = rsqrtf(row_sum<WARP_ROW>(ss) / float(cols) + eps);
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC], wv[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  // x * r * w of one vector at index idx, in place (r = rsqrt(mean(x^2) + eps)).
+  auto scale = [&](int idx, float (&v)[VEC], float r) {
+    float wv[VEC];
     load_vec<W, VEC>(w, idx, wv);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v[k] = v[k] * r * wv[k];
-    store_vec<T, VEC>(yr, idx, v);
+  };
+  float ss = 0.f;
+  if (nvec <= lanes * kItems) {
+    float buf[kItems][VEC];
+    load_row_items<T, VEC>(xr, tid, lanes, nvec, buf, [&](float v) { ss += v * v; });
+    const float r = rsqrtf(row_sum<WARP_ROW>(ss) / float(cols) + eps);
+    store_row_items<T, VEC>(yr, tid, lanes, nvec, buf, [&](int idx, float (&v)[VEC]) { scale(idx, v, r); });
+    return;
   }
+
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int, float (&v)[VEC]) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) ss += v[k] * v[k];
+  });
+  const float r = rsqrtf(row_sum<WARP_ROW>(ss) / float(cols) + eps);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int idx, float (&v)[VEC]) {
+    scale(idx, v, r);
+    store_vec<T, VEC>(yr, idx, v);
+  });
 }
 
 template <typename T, typename W, int VEC>

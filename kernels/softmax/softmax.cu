@@ -44,46 +44,24 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
     // The row fits in registers: one read, one write.
     float buf[kItems][VEC];
     float m = -CUDART_INF_F;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-        load_vec<T, VEC>(xr, idx, buf[i]);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) m = fmaxf(m, buf[i][k]);
-      }
-    }
+    load_row_items<T, VEC>(xr, tid, lanes, nvec, buf, [&](float v) { m = fmaxf(m, v); });
     m = row_max<WARP_ROW>(m);
     float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (tid + i * lanes < nvec) {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-          buf[i][k] = exp_fast(buf[i][k] - m);
-          s += buf[i][k];
-        }
-      }
-    }
+    update_row_items<VEC>(tid, lanes, nvec, buf, [&](float& v) {
+      v = exp_fast(v - m);
+      s += v;
+    });
     const float inv = 1.f / row_sum<WARP_ROW>(s);
+    store_row_items<T, VEC>(yr, tid, lanes, nvec, buf, [&](int, float (&v)[VEC]) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int idx = tid + i * lanes;
-      if (idx < nvec) {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) buf[i][k] *= inv;
-        store_vec<T, VEC>(yr, idx, buf[i]);
-      }
-    }
+      for (int k = 0; k < VEC; ++k) v[k] *= inv;
+    });
     return;
   }
 
   // Long row: online max and sum in one pass, then normalise in a second.
   float m = -CUDART_INF_F, s = 0.f;
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int, float (&v)[VEC]) {
     float vm = v[0];
 #pragma unroll
     for (int k = 1; k < VEC; ++k) vm = fmaxf(vm, v[k]);
@@ -92,18 +70,15 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
 #pragma unroll
     for (int k = 0; k < VEC; ++k) s += exp_fast(v[k] - nm);
     m = nm;
-  }
+  });
   const float gm = row_max<WARP_ROW>(m);
   s = (m == -CUDART_INF_F) ? 0.f : s * exp_fast(m - gm);
   const float inv = 1.f / row_sum<WARP_ROW>(s);
-  #pragma unroll 4  // several loads in flight per thread
-  for (int idx = tid; idx < nvec; idx += lanes) {
-    float v[VEC];
-    load_vec<T, VEC>(xr, idx, v);
+  stream_row<T, VEC>(xr, tid, lanes, nvec, [&](int idx, float (&v)[VEC]) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v[k] = exp_fast(v[k] - gm) * inv;
     store_vec<T, VEC>(yr, idx, v);
-  }
+  });
 }
 
 template <typename T, int VEC>
