@@ -162,6 +162,18 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, (torch.OutOfMemoryError, MemoryError)) and not isinstance(e, DoesNotFit)
 
 
+def _meta_inputs(module: Any) -> list | None:
+    """A get_inputs() draw on the meta device (sizes and dtypes, no memory), or None where it does not run
+    there (it reads values: a numpy round trip, `.item()`)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            return list(module.get_inputs())
+    except Exception:
+        return None
+
+
 def _meta_sizes(module: Any, init: list, sample: list) -> tuple[int, int] | None:
     """(parameter bytes, output bytes) of the Model on the meta device (nothing allocated), or None when its
     construction or forward does not run there."""
@@ -206,19 +218,20 @@ def _build_spec(path: Path, device: str) -> Any:
 
     from .fit import DoesNotFit, Footprint, free_bytes, release, tensor_bytes
     from .harness import ALLOWED_OPS, _OpRecorder
-    from .model_loading import _import_file, _move
+    from .model_loading import _import_file, _move, draw_inputs
 
     module = _import_file(path)
     init = list(getattr(module, "get_init_inputs", lambda: [])())
 
     def draw(seed: int) -> list:
         torch.manual_seed(seed)
-        return _move(list(module.get_inputs()), device, None)
+        return _move(list(draw_inputs(module.get_inputs, device)), device, None)
 
     torch.manual_seed(SEED)
-    host = list(module.get_inputs())  # as the problem makes them, before any of it goes to the device
-    in_bytes = tensor_bytes(host)
-    meta = _meta_sizes(module, init, host)
+    planned = _meta_inputs(module)  # their sizes, before anything is allocated for the problem
+    host = list(module.get_inputs()) if planned is None else None  # as the problem makes them
+    in_bytes = tensor_bytes(planned if host is None else host)
+    meta = _meta_sizes(module, init, planned if host is None else host)
     if meta is not None:  # the verdict before anything is allocated for the problem
         need = Footprint(in_bytes, meta[1], meta[0])
         if need.total > free_bytes(device):
@@ -228,7 +241,10 @@ def _build_spec(path: Path, device: str) -> Any:
                                  + (", its weights" if need.params else ""))
     try:
         model = build_seeded(module.Model, init, device)
-        sample = _move(host, device, None)
+        if host is None:
+            torch.manual_seed(SEED)
+            host = draw_inputs(module.get_inputs, device)
+        sample = _move(list(host), device, None)
         del host
         with torch.no_grad(), _OpRecorder() as rec:
             out = model(*sample)

@@ -208,3 +208,21 @@ def test_a_folder_for_a_model_is_the_same_one_line_in_every_command(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and why in p.stderr, (name, p.stderr)
         assert "does not exist" not in p.stderr and "Traceback" not in p.stderr
     assert Store(db).sessions() == []  # refused before a session was recorded for it
+
+
+def test_inputs_are_drawn_on_the_runs_device_not_moved_there():
+    """A problem's multi-GB torch.rand(...) is made where the run is (the meta device stands in for a GPU
+    here); one whose get_inputs() cannot run there (a numpy round trip) is drawn as written, on the CPU."""
+    import numpy as np
+
+    from autokernel.engine.model_loading import draw_inputs
+
+    made = draw_inputs(lambda: [torch.rand(4096, 393216), 3], "meta")
+    assert made[0].device.type == "meta" and made[0].shape == (4096, 393216) and made[1] == 3
+
+    def through_numpy():
+        return [torch.from_numpy(np.asarray(torch.arange(6.0).numpy()))]
+
+    (x,) = draw_inputs(through_numpy, "meta")
+    assert x.device.type == "cpu" and x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert draw_inputs(lambda: [torch.ones(2)], "cpu")[0].device.type == "cpu"
