@@ -102,6 +102,16 @@ def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.co
     return grouped_tile(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
 
 
+@triton.jit
+def _silu_times(g, u):
+    """silu(g) * u in fp32, the sigmoid through exp2 with log2(e) folded in where EXP2_SIGMOID is set."""
+    if _EXP2_SIGMOID:
+        h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
+    else:
+        h = g / (1.0 + tl.exp(-g)) * u
+    return h
+
+
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
@@ -131,17 +141,7 @@ def _gate_up_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
         x_ptrs += BLOCK_K * stride_xk
         w_ptrs += BLOCK_K * stride_wk
     g, u = tl.split(tl.reshape(acc, (BLOCK_M, HALF, 2)))
-    if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
-        h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
-    else:
-        h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
-    offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_hn = pid_n * HALF + tl.arange(0, HALF)
-    if INT64:
-        offs_hm = offs_hm.to(tl.int64)
-        offs_hn = offs_hn.to(tl.int64)
-    mask = (offs_hm[:, None] < M) & (offs_hn[None, :] < N)
-    tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
+    store_tile(h_ptr, _silu_times(g, u), pid_m, pid_n, M, N, stride_hm, stride_hn, INT64, BLOCK_M, HALF)
 
 
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -181,17 +181,7 @@ def _gate_up_two_dots_kernel(x_ptr, wg_ptr, wu_ptr, h_ptr, M, N, K,
             u = tl.dot(x, wu, u)
         x_ptrs += BLOCK_K * stride_xk
         w_offs += BLOCK_K * stride_wk
-    if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
-        h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
-    else:
-        h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
-    offs_hm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_hn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if INT64:
-        offs_hm = offs_hm.to(tl.int64)
-        offs_hn = offs_hn.to(tl.int64)
-    mask = (offs_hm[:, None] < M) & (offs_hn[None, :] < N)
-    tl.store(h_ptr + offs_hm[:, None] * stride_hm + offs_hn[None, :] * stride_hn, h.to(h_ptr.dtype.element_ty), mask=mask)
+    store_tile(h_ptr, _silu_times(g, u), pid_m, pid_n, M, N, stride_hm, stride_hn, INT64, BLOCK_M, BLOCK_N)
 
 
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
@@ -247,11 +237,7 @@ def _gate_up_tma_kernel(x_desc, wg_desc, wu_desc, h_desc, M, N, K, UPCAST: tl.co
             # another, so the first wgmma need not wait for w_up.
             g = tl.dot(x, _widened(wg_desc.load([on, ok]), UPCAST).T, g)
             u = tl.dot(x, _widened(wu_desc.load([on, ok]), UPCAST).T, u)
-        if _EXP2_SIGMOID:  # the sigmoid through exp2, log2(e) folded in
-            h = g / (1.0 + tl.exp2(-g * 1.4426950408889634)) * u
-        else:
-            h = g / (1.0 + tl.exp(-g)) * u  # silu(g) * u in fp32
-        h_desc.store([om, on], h.to(h_desc.dtype))
+        h_desc.store([om, on], _silu_times(g, u).to(h_desc.dtype))
 
 
 @triton.jit
