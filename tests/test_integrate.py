@@ -244,3 +244,16 @@ def test_the_integration_lines_lead_with_the_model_against_torch_compile():
     assert f"= 1.11x, 0.67x vs torch.compile{headline}\n" in out.getvalue()
     old = ev.IntegrationResult(correct=True, model_ms=9.0, eager_ms=10.0, speedup_eager=10 / 9)
     assert describe(old)[1].endswith("model 9 ms, 1.11x vs eager")
+
+
+def test_the_default_number_of_trials_follows_the_environment_only_when_it_is_a_positive_number(monkeypatch):
+    from autokernel.engine.integrate import TRIALS, TRIALS_ENV, default_trials
+
+    monkeypatch.delenv(TRIALS_ENV, raising=False)
+    assert default_trials("model", "cpu") == TRIALS["model"]["cpu"]
+    assert default_trials("kernelbench", "cuda") == TRIALS["kernelbench"]["cuda"]
+    monkeypatch.setenv(TRIALS_ENV, "1")
+    assert default_trials("model", "cpu") == 1 and default_trials("kernelbench", "cuda") == 1
+    for unusable in ("0", "-2", "two", ""):
+        monkeypatch.setenv(TRIALS_ENV, unusable)
+        assert default_trials("model", "cpu") == TRIALS["model"]["cpu"], unusable
