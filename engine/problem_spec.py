@@ -36,6 +36,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from .outputs import as_list, several
@@ -44,6 +45,10 @@ PROBLEM_TARGET = "problem"  # the target's name, and the prefix of its candidate
 ENTRY = "ModelNew"
 MODEL_SEED = "Model"  # the first round's parent: the problem's own Model (no candidate yet, nothing stored)
 SIGNATURE = "class ModelNew(torch.nn.Module): ModelNew(*get_init_inputs()), forward(*get_inputs())"
+# Ops a library does best (cuDNN convolutions, cuBLAS GEMMs). A whole-problem candidate may call them for its
+# part of a problem that has other work too (a conv's bias and activations, a GEMM's epilogue), as torch.compile
+# does on a GPU; a problem that is nothing but these gets no such leave: its candidate writes the kernel.
+LIBRARY_OPS = frozenset({"convolution", "_convolution", "mm", "addmm", "bmm", "baddbmm"})
 ATOL = RTOL = 1e-2  # KernelBench's tolerance: a ModelNew's outputs against Model's, elementwise
 SEED = 42  # KernelBench's seed: Model and ModelNew are each built right after torch.manual_seed(SEED)
 SCALES = {"large": 1e3, "tiny": 1e-3}  # milder than a kernel's: a whole model multiplies its inputs through
@@ -58,6 +63,12 @@ NOTES = (
     "no calls to the problem's PyTorch ops, no torch.compile, no .item()), and must not change its inputs. "
     "Do not import the problem file: the harness gives ModelNew the problem's inputs. KernelBench's static "
     "check rejects a file with try/except, a `pass` statement, threads or a tensor subclass: write none."
+)
+
+LIBRARY_NOTE = (
+    " This problem does more than its convolutions and matrix products: `forward` may call those through torch "
+    "(F.conv2d, torch.mm, ...: cuDNN and cuBLAS), and its own kernels must compute all the rest (bias, "
+    "activations, norms, reductions), fused where they can be."
 )
 
 
@@ -160,6 +171,15 @@ def _is_oom(e: BaseException) -> bool:
     from .fit import DoesNotFit
 
     return isinstance(e, (torch.OutOfMemoryError, MemoryError)) and not isinstance(e, DoesNotFit)
+
+
+def library_leave(model_ops: Iterable[str]) -> frozenset[str]:
+    """The library ops a candidate for a problem that issues `model_ops` may call: LIBRARY_OPS where the
+    problem computes something else too, none where a library call would be the whole problem."""
+    from .harness import ALLOWED_OPS
+
+    computes = {op for op in model_ops if op not in ALLOWED_OPS}
+    return LIBRARY_OPS if computes - LIBRARY_OPS else frozenset()
 
 
 def _meta_inputs(module: Any) -> list | None:
@@ -290,12 +310,14 @@ def _build_spec(path: Path, device: str) -> Any:
         return _no_grad(build_seeded(cls, init, device))
 
     tolerances = {d: (ATOL, RTOL) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)}
+    leave = library_leave(rec.ops)
     return KernelSpec(
         name=PROBLEM_TARGET, signature=SIGNATURE, summary=f"the whole forward of {path.name}",
         reference=reference, make_inputs=make_inputs, bytes_moved=lambda shape, dt: nbytes,
         flops=lambda shape, dt: 0, metric="GB/s", smoke_shape={"draw": 1},
         sweep_shapes=({"draw": 2}, {"draw": 3}), edge_shapes=(), bench_shapes=({"draw": 1},),
         tolerances=tolerances, dtypes=(dtype,), data_args=floating,
-        forbidden_ops=frozenset(op for op in rec.ops if op not in ALLOWED_OPS), notes=NOTES,
+        forbidden_ops=frozenset(op for op in rec.ops if op not in ALLOWED_OPS),
+        library_ops=leave, notes=NOTES + (LIBRARY_NOTE if leave else ""),
         baseline=_no_grad(model), entry=ENTRY, bind=bind, stability_modes=tuple(SCALES),
         noncontiguous_views=False)

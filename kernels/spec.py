@@ -119,6 +119,9 @@ class KernelSpec:
     data_args: tuple[int, ...] = (0,)
     # Aten ops that compute this kernel's result; a candidate that calls one is calling the reference.
     forbidden_ops: frozenset[str] = frozenset()
+    # Aten ops a candidate may leave to a library kernel (cuDNN's conv, cuBLAS's GEMM), as KernelBench allows
+    # for part of a whole problem: set only where the problem has other work, which its own kernels must do.
+    library_ops: frozenset[str] = frozenset()
     starters: Mapping[str, Path] = field(default_factory=dict)  # backend -> candidate file
     notes: str = ""  # kernel-specific facts shown to agents (layout, what to fuse)
     # What a PyTorch user writes for this op, in the inputs' dtype: the "eager" and "torch.compile"

@@ -1,0 +1,131 @@
+"""A whole-problem candidate may leave a convolution or a GEMM to the library (cuDNN, cuBLAS), as KernelBench
+allows and torch.compile does, only for part of a problem: its own kernels must compute the rest, and a
+problem that is nothing but the library op gets no such leave (engine/problem_spec.py `library_leave`)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine.problem_spec import LIBRARY_OPS, library_leave
+from autokernel.engine.worker import Worker
+
+CONV_BIAS_RELU = Path(__file__).parent / "kernelbench_problems" / "level2" / "6_conv_bias_relu.py"
+
+HEADER = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bias_relu(y_ptr, b_ptr, out_ptr, n, hw, channels, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < n
+    y = tl.load(y_ptr + offs, mask=ok)
+    b = tl.load(b_ptr + (offs // hw) % channels, mask=ok)
+    tl.store(out_ptr + offs, tl.maximum(y + b, 0.0), mask=ok)
+
+
+def _epilogue(y, bias):
+    out = torch.empty_like(y)
+    n = y.numel()
+    _bias_relu[(triton.cdiv(n, 256),)](y, bias, out, n, y.shape[2] * y.shape[3], y.shape[1], BLOCK=256)
+    return out
+'''
+
+FUSED = HEADER + '''
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels, out_channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(out_channels, 1, 1) * 0.02)
+
+    def forward(self, x):
+        return _epilogue(F.conv2d(x, self.conv.weight, self.conv.bias), self.bias)
+'''
+
+TORCH_RELU = FUSED.replace("return _epilogue(F.conv2d(x, self.conv.weight, self.conv.bias), self.bias)",
+                           "return torch.relu(_epilogue(F.conv2d(x, self.conv.weight, self.conv.bias), self.bias))")
+
+CONV_ONLY = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CONV_AND_COPY = HEADER + '''
+
+@triton.jit
+def _copy(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = F.conv2d(x, self.conv.weight, self.conv.bias)
+        out = torch.empty_like(y)
+        _copy[(triton.cdiv(y.numel(), 256),)](y, out, y.numel(), BLOCK=256)
+        return out
+'''
+
+
+def test_the_leave_covers_library_ops_only_where_the_problem_has_other_work():
+    assert library_leave(["convolution", "add", "relu"]) == LIBRARY_OPS
+    assert library_leave(["mm", "view", "leaky_relu"]) == LIBRARY_OPS
+    assert library_leave(["convolution", "view", "empty"]) == frozenset()  # the conv is the whole problem
+    assert library_leave(["addmm", "mm"]) == frozenset()
+
+
+def _check(tmp_path, source: str, problem: Path):
+    path = tmp_path / "model_new.py"
+    path.write_text(textwrap.dedent(source))
+    with Worker(device="cpu") as w:
+        return w.check(str(path), kernel="problem", problem=str(problem), size="small")
+
+
+@pytest.mark.parametrize("source, verdict", [
+    (FUSED, None),  # cuDNN's conv through torch, the bias and ReLU in its own kernel
+    (TORCH_RELU, "aten::relu"),  # part of the epilogue is torch's, not its own
+], ids=["conv-then-own-epilogue", "conv-then-torch-relu"])
+def test_a_conv_problems_candidate_may_call_the_conv_but_must_compute_the_rest(tmp_path, source, verdict):
+    report = _check(tmp_path, source, CONV_BIAS_RELU)
+    stages = [(s.name, s.status, s.detail) for s in report.stages]
+    if verdict is None:
+        assert report.passed, stages
+    else:
+        assert not report.passed and verdict in stages[0][2], stages
+
+
+def test_a_problem_that_is_only_a_conv_gets_no_leave(tmp_path):
+    problem = tmp_path / "conv_only.py"
+    problem.write_text(textwrap.dedent(CONV_ONLY))
+    report = _check(tmp_path, CONV_AND_COPY, problem)
+    first = report.stages[0]
+    assert not report.passed and "aten::convolution" in first.detail, (first.name, first.status, first.detail)
