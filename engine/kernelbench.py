@@ -6,7 +6,8 @@ a standalone `ModelNew` with the kept kernels is written and checked and timed t
 `engine/model_new.py`), so `autokernel sessions` and the TUI's replay show every problem's run. The
 batch itself is a `kernelbench` session whose summary is the score table.
 
-A problem ends `correct`, `incorrect` (ModelNew failed the check; for a whole-problem target, no
+A problem ends `correct`, `no-kernel` (ModelNew matched, but no kernel of ours was kept, so it is the problem's
+Model: nothing to submit, and KernelBench's static checker refuses such a file), `incorrect` (ModelNew failed the check; for a whole-problem target, no
 ModelNew the agent wrote passed the five stages, so there is no solution to check), `untimed` (a starter
 ran but could not be timed: nothing to build on, the agent was never asked), `no-fit` (out of memory on
 this GPU/CPU, the tool's limit, never a wrong answer), `skipped` (nothing the agent can
@@ -42,9 +43,10 @@ from .store import Recorder, Store
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 BASELINES = ("eager", "compile")
-# untimed: a starter ran but could not be timed, so there was nothing to build on; no-fit: out of memory
-# on this machine (engine/fit.py). Neither is a wrong answer, and neither is correct.
-STATUSES = ("correct", "incorrect", "untimed", "no-fit", "skipped", "error", "stopped")
+# no-kernel: ModelNew passed, but it is the problem's Model (no kernel was kept), not a submission; untimed: a
+# starter ran but could not be timed, so there was nothing to build on; no-fit: out of memory on this machine
+# (engine/fit.py). None of them is a wrong answer, and none is correct.
+STATUSES = ("correct", "no-kernel", "incorrect", "untimed", "no-fit", "skipped", "error", "stopped")
 
 
 # -- finding problems ------------------------------------------------------------------------------
@@ -228,8 +230,9 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
     m = re.search(r"ModelNew: (.+?\.py)(?:;|$)", integ.detail)  # the check names the file it ran
     base.model_new = m.group(1) if m else None
     if integ.correct and not base.kernels:
-        # ModelNew runs the very code of Model: exactly 1x eager by definition. The two timings of the
-        # same code differ only by noise, which must not count as "faster than 1.0" in fast_p.
+        # ModelNew runs the very code of Model: exactly 1x eager by definition (the two timings of the same
+        # code differ only by noise), and not a submission: counted apart, never as correct.
+        base.status = "no-kernel"
         base.reason = "no kept kernel was used: ModelNew is the original Model"
         base.model_ms, base.speedup_eager = integ.eager_ms, 1.0
         if integ.compile_ms and integ.eager_ms:

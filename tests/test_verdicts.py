@@ -47,11 +47,11 @@ class OutOfMemoryWorker(FakeWorker):
 
 def _factory(agent):
     """Real sessions; the worker by problem name (`untimed`, `oom`, else the plain fake); the ModelNew
-    check answers as a correct Model-unchanged ModelNew would, so only the search decides the verdict."""
+    check answers as a correct ModelNew that ran the kept kernel would, so only the search decides the verdict."""
     class Checked(OptimizeSession):
         def _integrate(self, device):
             self.recorder.emit(ev.IntegrationResult(
-                replaced=[{"kind": "fakesoft", "calls": 0}], correct=True, model_ms=1.0, eager_ms=1.0,
+                replaced=[{"kind": "fakesoft", "calls": 1}], correct=True, model_ms=1.0, eager_ms=1.0,
                 detail="KernelBench check: 3/3 trials; ModelNew: /x/model_new.py", speedup_eager=1.0))
 
     def factory(config, store, listeners):

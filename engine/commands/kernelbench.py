@@ -24,7 +24,7 @@ from .common import (BackgroundRun, add_db_flag, add_device_flag, add_json_flag,
 HELP = ("score the tool on KernelBench-form problems: optimize each, check its ModelNew the KernelBench way, "
         "time it against eager and torch.compile, report fast_p")
 
-FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped, untimed and no-fit ones included), the fraction that are correct and "
+FAST_P_NOTE = ("fast_p: of the {n} problems counted (skipped, no-kernel, untimed and no-fit ones included), the fraction that are correct and "
                "more than p times faster than the baseline; p = 0: just correct")
 
 

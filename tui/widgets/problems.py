@@ -12,7 +12,7 @@ from autokernel.engine.kernelbench import Problem, ProblemResult, fast_p
 
 COLUMNS = (("#", 3), ("problem", 28), ("status", 9), ("vs eager", 12), ("vs compile", 12), ("kernels", 16),
            ("note", 60))
-STATUS_STYLES = {"correct": "bold green", "incorrect": "bold red", "error": "bold red", "skipped": "yellow",
+STATUS_STYLES = {"correct": "bold green", "no-kernel": "yellow", "incorrect": "bold red", "error": "bold red", "skipped": "yellow",
                  "untimed": "magenta", "no-fit": "bold magenta", "stopped": "yellow", "running": "bold",
                  "waiting": "dim"}
 
