@@ -14,9 +14,11 @@ the triton-cpu backend, which we never use: the kernels run under `TRITON_INTERP
 Matmuls: Inductor writes `tl.dot` kernels (`triton.native_matmul`) only for GPU devices; the device check is
 lifted so a GEMM becomes a Triton kernel too, and so is the one for the online softmax (max and sum in one pass
 over a row), so a softmax seed is the algorithm torch.compile runs on the GPU. Convolutions are decomposed into im2col + matmul before Inductor
-sees them, so they also become Triton. Whatever Inductor still hands to a library (`extern_kernels.*`, an
-aten fallback) is called through torch and named in the file's `EXTERN` list: the harness refuses such a
-candidate today (it computes with a PyTorch op), which is issue 17's "library part" question.
+sees them, so they also become Triton. That is the seed of a problem that is only a GEMM or a conv; where a
+problem computes more (a bias, activations, a norm), its GEMMs and convolutions stay library calls, as
+torch.compile leaves them on a GPU, and Inductor's Triton does the rest. Library calls (`extern_kernels.*`, an
+aten fallback) are made through torch and named in the file's `EXTERN` list; the harness allows the GEMM and
+conv ones only for part of a problem (engine/problem_spec.py `LIBRARY_OPS`).
 
 Launch configurations are Inductor's own first heuristic choice (`triton_heuristics.<kind>` configs), written
 as module-level constants (`K0_XBLOCK = 64`), so a tuning move is a one-line diff; the heuristic's other
@@ -131,12 +133,13 @@ def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, d
     return y.reshape(n, out_c, oh, ow)
 
 
-def _decompositions() -> dict:
+def _decompositions(library: bool) -> dict:
     import torch
     from torch.export import default_decompositions
 
     table = default_decompositions()
-    table[torch.ops.aten.convolution.default] = _conv_as_matmul
+    if not library:
+        table[torch.ops.aten.convolution.default] = _conv_as_matmul
     return table
 
 
@@ -148,15 +151,16 @@ class _Exported:
     several: bool  # whether the forward returns a tuple/list
 
 
-def export_problem(model: Any, inputs: list) -> _Exported:
-    """The problem's forward as an ATen graph whose placeholders are its state and inputs, in order."""
+def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported:
+    """The problem's forward as an ATen graph whose placeholders are its state and inputs, in order; with
+    `library` its convolutions stay convolutions (a library call), else they become im2col and a matmul."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
     with torch.no_grad():
         out = model(*inputs)
         ep = torch.export.export(model, tuple(inputs))
-        ep = ep.run_decompositions(_decompositions())
+        ep = ep.run_decompositions(_decompositions(library))
     sig = ep.graph_signature
     if any(o.kind != OutputKind.USER_OUTPUT for o in sig.output_specs):
         raise SeedError("the forward mutates a buffer or input; the seed handles pure forwards only")
@@ -179,21 +183,24 @@ def export_problem(model: Any, inputs: list) -> _Exported:
     return _Exported(ep.graph_module, args, sources, isinstance(out, (tuple, list)))
 
 
-def inductor_code(exported: _Exported) -> str:
-    """Inductor's wrapper code (kernels included) for the exported graph, generated but never compiled."""
+def inductor_code(exported: _Exported, library: bool = False) -> str:
+    """Inductor's wrapper code (kernels included) for the exported graph, generated but never compiled. With
+    `library` its GEMMs and convolutions stay library calls (`extern_kernels.mm`, `.convolution`: cuBLAS and
+    cuDNN on a GPU), as torch.compile leaves them on a GPU by default; without, they are Triton too."""
     import torch
     import torch.utils._triton as triton_utils
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import get_code
 
-    patches = {"cpu_backend": "triton", "triton.native_matmul": True, "freezing": False,
+    patches = {"cpu_backend": "triton", "triton.native_matmul": not library, "freezing": False,
                "triton.unique_kernel_names": True, "fallback_random": True}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
-        stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
-        stack.enter_context(mock.patch("torch._inductor.kernel.bmm.use_native_matmul", _native_matmul_anywhere))
+        if not library:
+            stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
+            stack.enter_context(mock.patch("torch._inductor.kernel.bmm.use_native_matmul", _native_matmul_anywhere))
         stack.enter_context(_online_softmax_on_cpu())
         stack.enter_context(torch.no_grad())
         codes = get_code(lambda: compile_fx(exported.graph_module, list(exported.args)))
@@ -501,7 +508,7 @@ if _os.environ.get("TRITON_INTERPRET") == "1":
     libdevice = _Libdevice()
     triton_helpers.libdevice = libdevice  # its own helpers (the online softmax's exp) call libdevice too
 
-EXTERN = {extern!r}  # library calls this seed still makes (the harness refuses them today)
+EXTERN = {extern!r}  # library calls this seed makes (cuBLAS, cuDNN): allowed for part of a problem only
 
 
 def _state(module, dotted):
@@ -550,11 +557,31 @@ def _knob_names(config: dict) -> dict:
     return {{"num_warps": "WARPS", "num_stages": "STAGES"}.get(k, k): v for k, v in config.items()}
 
 
+def _graph_ops(exported: _Exported) -> list[str]:
+    """The aten ops the exported graph calls, by name (`convolution`, `relu`, ...)."""
+    return [getattr(getattr(n.target, "overloadpacket", None), "__name__", str(n.target))
+            for n in exported.graph_module.graph.nodes if n.op == "call_function"]
+
+
+def _generate(model: Any, inputs: list) -> tuple[_Exported, str]:
+    """(the exported graph, Inductor's code). GEMMs and convolutions stay library calls where the problem
+    computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a GPU; a problem
+    that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets them in Triton."""
+    from .problem_spec import library_leave
+
+    exported = export_problem(model, inputs, library=True)
+    if library_leave(_graph_ops(exported)):
+        code = inductor_code(exported, library=True)
+        if _Wrapper(code).kernels:
+            return exported, code
+    exported = export_problem(model, inputs)
+    return exported, inductor_code(exported)
+
+
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
-    exported = export_problem(model, inputs)
-    code = inductor_code(exported)
+    exported, code = _generate(model, inputs)
     wrapper = _Wrapper(code)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:

@@ -129,3 +129,30 @@ def test_a_problem_that_is_only_a_conv_gets_no_leave(tmp_path):
     report = _check(tmp_path, CONV_AND_COPY, problem)
     first = report.stages[0]
     assert not report.passed and "aten::convolution" in first.detail, (first.name, first.status, first.detail)
+
+
+def _seed(problem: Path, out: Path) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    verdict = json.loads(done.stdout.splitlines()[-1])
+    assert verdict["ok"], (verdict, done.stderr[-2000:])
+    return verdict
+
+
+def test_a_seed_keeps_the_conv_a_library_call_only_where_the_problem_does_more(tmp_path):
+    """As torch.compile on a GPU: cuDNN's conv and Inductor's Triton for the bias and ReLU, and that seed passes
+    the harness; a problem that is only a conv gets the conv in Triton (im2col and a tl.dot matmul)."""
+    seed = _seed(CONV_BIAS_RELU, tmp_path / "seed.py")
+    assert seed["extern"] == ["convolution"] and seed["kernels"]
+    with Worker(device="cpu") as w:
+        report = w.check(seed["seed"], kernel="problem", problem=str(CONV_BIAS_RELU), size="small")
+    assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
+
+    problem = tmp_path / "conv_only.py"
+    problem.write_text(textwrap.dedent(CONV_ONLY))
+    alone = _seed(problem, tmp_path / "alone.py")
+    assert alone["extern"] == [] and "tl.dot(" in Path(alone["seed"]).read_text()

@@ -1,6 +1,6 @@
 """A 2-d convolution, a bias add and a ReLU (our own problem, KernelBench level-2 style): no kernel type of
 autokernel's computes a convolution, so the playbook agent tunes Inductor's seed of the whole problem (the
-seed lowers the conv to im2col and a Triton matmul, with the bias and the ReLU fused after it).
+seed keeps the conv a library call, cuDNN on a GPU, and fuses the bias and the ReLU after it in Triton).
 
 `AUTOKERNEL_MODEL_SIZE` (set by autokernel's loader) picks the size: `small` on the CPU, `large` on a GPU.
 """
