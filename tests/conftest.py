@@ -7,6 +7,17 @@ import os
 import pytest
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_user_dirs_for_shared_fixtures(tmp_path_factory):
+    """The same for module-scoped fixtures (a whole KernelBench batch), which run before any test's own."""
+    base = tmp_path_factory.mktemp("shared-userdirs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOKERNEL_CACHE_DIR", str(base / "cache"))
+        mp.setenv("AUTOKERNEL_DB", str(base / "sessions.db"))
+        mp.setenv("XDG_DATA_HOME", str(base / "data"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.mktemp("userdirs")
