@@ -6,8 +6,9 @@ a standalone `ModelNew` with the kept kernels is written and checked and timed t
 `engine/model_new.py`), so `autokernel sessions` and the TUI's replay show every problem's run. The
 batch itself is a `kernelbench` session whose summary is the score table.
 
-A problem ends `correct`, `no-kernel` (ModelNew matched, but no kernel of ours was kept, so it is the problem's
-Model: nothing to submit, and KernelBench's static checker refuses such a file), `incorrect` (ModelNew failed the check; for a whole-problem target, no
+A problem ends `correct` (a kept kernel slower than eager counts too: with none faster, ModelNew runs the least
+slow one, so that it is a submission), `no-kernel` (ModelNew matched, but no target kept any kernel, so it is the
+problem's Model: nothing to submit, and KernelBench's static checker refuses such a file), `incorrect` (ModelNew failed the check; for a whole-problem target, no
 ModelNew the agent wrote passed the five stages, so there is no solution to check), `untimed` (a starter
 ran but could not be timed: nothing to build on, the agent was never asked), `no-fit` (out of memory on
 this GPU/CPU, the tool's limit, never a wrong answer), `skipped` (nothing the agent can

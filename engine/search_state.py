@@ -263,6 +263,11 @@ class SearchState:
             use.append((t, best))
         return use, why_not
 
+    def least_slow(self) -> tuple[TargetState, CandidateRecord] | None:
+        """The best that comes nearest eager (the highest speedup), or None when no target kept one."""
+        bests = [(t, t.best) for t in self.targets.values() if t.best is not None]
+        return max(bests, key=lambda tb: (tb[1].bench or {}).get("speedup_eager") or 0.0, default=None)
+
     def summary(self) -> dict[str, Any]:
         targets = []
         for t in self.targets.values():

@@ -582,11 +582,20 @@ class OptimizeSession:
         from .integrate import integrate_session_kernels
 
         use, left_out = self.state.to_integrate()
+        kernelbench = self.config.integration == "kernelbench"
+        if kernelbench and not use and self.state.least_slow() is not None:
+            # A ModelNew with no kernel of ours is the problem's Model: no submission at all. The least slow
+            # best still makes one, correct (fast_0) though in no fast_p above it.
+            t, best = self.state.least_slow()
+            use, left_out = [(t, best)], [w for w in left_out if not w.startswith(f"{t.name}: ")]
+            x = (best.bench or {}).get("speedup_eager") or 0.0
+            self.recorder.emit(ev.Log(level="info", message=f"no kept kernel is faster than eager: ModelNew runs "
+                                                            f"{t.name}'s best ({best.candidate_id}, {x:.2f}x eager) "
+                                                            f"so that it is a submission"))
         for why in left_out:
             self.recorder.emit(ev.Log(level="info", message=f"not swapping into the model: {why}"))
         kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
                     "dtype": t.dtype, "shape": t.shape, "backend": t.backend} for t, best in use]
-        kernelbench = self.config.integration == "kernelbench"
         whole = self.state.targets.get(PROBLEM_TARGET)
         if kernelbench and whole is not None and whole.best is None:
             # No ModelNew the agent wrote passed: the problem is unsolved (kernelbench.result_from_session);
