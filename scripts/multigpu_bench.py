@@ -276,16 +276,21 @@ def fixed(out: Path, kernel: str, count: int, dtype: str = "bf16") -> dict:
 def _print_summary(result: dict) -> None:
     n = result["gpus"]
     print("\noptimize sessions (bundled Llama, large, playbook agent):")
-    base = None
+    base = base_busy = None
     for name, run in result["runs"].items():
         if not name.startswith("optimize") or not run.get("sessions"):
             continue
         s = run["sessions"][0]
         base = base or s["per_hour"]
+        # GPU-seconds of experiments per second of the span: unlike experiments per hour, the same whatever mix
+        # of cheap and costly targets the session reached
+        busy = sum((s.get("busy") or {}).values())
+        base_busy = base_busy or busy
         best = ", ".join(f"{t}={b['candidate']}@{b['decided_s']:.0f}s" for t, b in sorted(s["best"].items()))
         print(f"  {name}: {s['experiments']} experiments in {s['span_s']:.0f} s = {s['per_hour']:.0f}/h "
               f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); "
-              f"{busy_line(s.get('busy') or {})}; best {best}")
+              f"{busy_line(s.get('busy') or {})} ({busy:.2f} GPUs busy, "
+              f"{busy / base_busy if base_busy else 0:.2f}x one worker's); best {best}")
     for name, run in result["runs"].items():
         doc = run.get("out") if name.startswith("kb") else None
         if doc:
