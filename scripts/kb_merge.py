@@ -1,0 +1,58 @@
+"""One score from several KernelBench batches: a sample too long for one lent GPU session runs as chunks
+(`KB_PROBLEMS=<some of the sample> scripts/gpu_suite.sh kbeval`, one chunk per session), and this merges their
+`--json` documents into the table and fast_p one batch over all of them would print.
+
+    python scripts/kb_merge.py chunk1/kb_batch.json chunk2/kb_batch.json -o sample.json
+
+A problem in two chunks is an error (the score would count it twice); the chunks' devices and agents must agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from autokernel.engine.kernelbench import ProblemResult, fast_p, status_counts
+
+
+def merge(docs: list[dict]) -> dict:
+    """The merged document: every chunk's rows, fast_p and statuses over all of them, and each chunk's command."""
+    for key in ("device", "agent"):
+        seen = {d.get(key) for d in docs}
+        if len(seen) > 1:
+            raise ValueError(f"the chunks ran with different {key}s: {sorted(map(str, seen))}")
+    rows = [ProblemResult.from_json(p) for d in docs for p in d["problems"]]
+    paths = [r.path for r in rows]
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:
+        raise ValueError(f"a problem is in more than one chunk: {twice[0]}")
+    finished = [r for r in rows if r.status != "stopped"]
+    return {"problems": [r.to_json() for r in rows], "fast_p": fast_p(finished),
+            "statuses": status_counts(r.status for r in rows), "counted": len(finished),
+            "total": sum(d.get("total", len(d["problems"])) for d in docs),
+            "complete": all(d.get("complete") for d in docs),
+            "meaningful": all(d.get("meaningful") for d in docs), "device": docs[0].get("device"),
+            "agent": docs[0].get("agent"), "chunks": [d.get("command") for d in docs]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("batches", nargs="+", help="the JSON documents of `autokernel kernelbench ... --json`")
+    p.add_argument("-o", "--out", required=True)
+    args = p.parse_args(argv)
+    try:
+        merged = merge([json.loads(Path(b).read_text()) for b in args.batches])
+    except (OSError, ValueError, KeyError) as e:
+        print(f"kb_merge: {e}", file=sys.stderr)
+        return 2
+    Path(args.out).write_text(json.dumps(merged, indent=1))
+    print(f"{merged['counted']} of {merged['total']} problems; statuses "
+          f"{ {k: v for k, v in merged['statuses'].items() if v} }; fast_p eager {merged['fast_p']['eager']}, "
+          f"compile {merged['fast_p']['compile']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

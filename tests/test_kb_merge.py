@@ -1,0 +1,46 @@
+"""scripts/kb_merge.py: chunks of a KernelBench sample merge into the score one batch would give."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from autokernel.engine.kernelbench import ProblemResult, fast_p
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kb_merge.py"
+
+
+def _chunk(rows: list[ProblemResult], device: str = "cuda") -> dict:
+    return {"problems": [r.to_json() for r in rows], "fast_p": fast_p(rows), "total": len(rows), "complete": True,
+            "meaningful": True, "device": device, "agent": "playbook", "command": "autokernel kernelbench ..."}
+
+
+def _row(name: str, status: str, eager: float | None = None) -> ProblemResult:
+    return ProblemResult(name=name, path=f"/kb/{name}.py", status=status, speedup_eager=eager, speedup_compile=eager,
+                         meaningful=True)
+
+
+def test_chunks_merge_into_one_batchs_score(tmp_path):
+    a = [_row("1_a", "correct", 2.5), _row("2_b", "no-kernel", 1.0)]
+    b = [_row("3_c", "correct", 0.8), _row("4_d", "skipped")]
+    for name, rows in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(_chunk(rows)))
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                           "-o", str(tmp_path / "all.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert merged["fast_p"] == fast_p(a + b)
+    assert merged["fast_p"]["eager"] == {"0": 0.5, "1.0": 0.25, "1.5": 0.25, "2.0": 0.25}
+    assert merged["total"] == 4 and merged["statuses"]["no-kernel"] == 1 and len(merged["chunks"]) == 2
+
+
+def test_a_problem_in_two_chunks_or_chunks_on_two_devices_are_refused(tmp_path):
+    one = [_row("1_a", "correct", 2.5)]
+    (tmp_path / "a.json").write_text(json.dumps(_chunk(one)))
+    (tmp_path / "cpu.json").write_text(json.dumps(_chunk([_row("2_b", "correct", 1.0)], device="cpu")))
+    for second, why in (("a.json", "more than one chunk: /kb/1_a.py"), ("cpu.json", "different devices")):
+        done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), str(tmp_path / second),
+                               "-o", str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and why in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
