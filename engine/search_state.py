@@ -128,6 +128,13 @@ class TargetState:
         return {c.source for c in self.candidates.values()}
 
 
+def slower_than_eager(best: CandidateRecord) -> bool:
+    """Whether a kept candidate's measured speedup over eager is 1 or less (never so where timings are not
+    meaningful: the CPU's interpreter)."""
+    b = best.bench or {}
+    return bool(b.get("meaningful", True)) and (b.get("speedup_eager") or 0.0) <= 1.0
+
+
 @dataclass
 class SearchState:
     """Everything the loop needs to go on, for the whole session."""
@@ -245,28 +252,22 @@ class SearchState:
         """The best kernel of each target, in the order the targets were searched."""
         return [t.best for t in self.targets.values() if t.best is not None]
 
-    def to_integrate(self) -> tuple[list[tuple[TargetState, CandidateRecord]], list[str]]:
+    def to_integrate(self, at_least_one: bool = False) -> tuple[list[tuple[TargetState, CandidateRecord]], list[str]]:
         """The bests worth swapping into the model, and why the others are left out.
 
         On a GPU a best that is not faster than eager would slow the model down, so it stays out;
-        on the CPU (timings not meaningful) every best goes in, so the path is still exercised.
+        on the CPU (timings not meaningful) every best goes in, so the path is still exercised. With
+        `at_least_one` (a KernelBench ModelNew, which is no submission without a kernel of ours) the least
+        slow of them goes in when none is faster.
         """
-        use, why_not = [], []
+        use, slower = [], []
         for t in self.targets.values():
-            best = t.best
-            if best is None:
-                continue
-            b = best.bench or {}
-            if b.get("meaningful", True) and (b.get("speedup_eager") or 0.0) <= 1.0:
-                why_not.append(f"{t.name}: its best ({best.candidate_id}) is not faster than eager")
-                continue
-            use.append((t, best))
-        return use, why_not
-
-    def least_slow(self) -> tuple[TargetState, CandidateRecord] | None:
-        """The best that comes nearest eager (the highest speedup), or None when no target kept one."""
-        bests = [(t, t.best) for t in self.targets.values() if t.best is not None]
-        return max(bests, key=lambda tb: (tb[1].bench or {}).get("speedup_eager") or 0.0, default=None)
+            if t.best is not None:
+                (slower if slower_than_eager(t.best) else use).append((t, t.best))
+        if at_least_one and not use and slower:
+            use = [max(slower, key=lambda tb: (tb[1].bench or {}).get("speedup_eager") or 0.0)]
+            slower.remove(use[0])
+        return use, [f"{t.name}: its best ({best.candidate_id}) is not faster than eager" for t, best in slower]
 
     def summary(self) -> dict[str, Any]:
         targets = []

@@ -28,7 +28,7 @@ from .problem_spec import PROBLEM_TARGET, problem_brief
 from .routing import mark_routes, routable, routed_calls
 from .sandbox import allow_read
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_failed
-from .search_state import SearchState
+from .search_state import SearchState, slower_than_eager
 from .store import Recorder, Store, StoreWriteError
 from .target_scheduler import TargetScheduler
 
@@ -581,17 +581,16 @@ class OptimizeSession:
     def _integrate(self, device: str) -> None:
         from .integrate import integrate_session_kernels
 
-        use, left_out = self.state.to_integrate()
         kernelbench = self.config.integration == "kernelbench"
-        if kernelbench and not use and self.state.least_slow() is not None:
-            # A ModelNew with no kernel of ours is the problem's Model: no submission at all. The least slow
-            # best still makes one, correct (fast_0) though in no fast_p above it.
-            t, best = self.state.least_slow()
-            use, left_out = [(t, best)], [w for w in left_out if not w.startswith(f"{t.name}: ")]
-            x = (best.bench or {}).get("speedup_eager") or 0.0
-            self.recorder.emit(ev.Log(level="info", message=f"no kept kernel is faster than eager: ModelNew runs "
-                                                            f"{t.name}'s best ({best.candidate_id}, {x:.2f}x eager) "
-                                                            f"so that it is a submission"))
+        # A ModelNew with no kernel of ours is the problem's Model: no submission at all. With none faster than
+        # eager, the least slow best still makes one, correct (fast_0) though in no fast_p above it.
+        use, left_out = self.state.to_integrate(at_least_one=kernelbench)
+        for t, best in use:
+            if slower_than_eager(best):
+                x = (best.bench or {}).get("speedup_eager") or 0.0
+                self.recorder.emit(ev.Log(level="info", message=f"no kept kernel is faster than eager: ModelNew runs "
+                                                                f"{t.name}'s best ({best.candidate_id}, {x:.2f}x eager) "
+                                                                f"so that it is a submission"))
         for why in left_out:
             self.recorder.emit(ev.Log(level="info", message=f"not swapping into the model: {why}"))
         kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
