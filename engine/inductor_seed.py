@@ -563,26 +563,30 @@ def _graph_ops(exported: _Exported) -> list[str]:
             for n in exported.graph_module.graph.nodes if n.op == "call_function"]
 
 
-def _generate(model: Any, inputs: list) -> tuple[_Exported, str]:
-    """(the exported graph, Inductor's code). GEMMs and convolutions stay library calls where the problem
-    computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a GPU; a problem
-    that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets them in Triton."""
-    from .problem_spec import library_leave
+def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper]:
+    """(the exported graph, Inductor's code, that code read). GEMMs and convolutions stay library calls where
+    the problem computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a
+    GPU; a problem that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets
+    them in Triton (exported again with its convolutions lowered: a graph without any is exported once)."""
+    from .problem_spec import LIBRARY_OPS, library_leave
 
     exported = export_problem(model, inputs, library=True)
-    if library_leave(_graph_ops(exported)):
+    ops = _graph_ops(exported)
+    if library_leave(ops):
         code = inductor_code(exported, library=True)
-        if _Wrapper(code).kernels:
-            return exported, code
-    exported = export_problem(model, inputs)
-    return exported, inductor_code(exported)
+        wrapper = _Wrapper(code)
+        if wrapper.kernels:
+            return exported, code, wrapper
+    if LIBRARY_OPS & set(ops):
+        exported = export_problem(model, inputs)
+    code = inductor_code(exported)
+    return exported, code, _Wrapper(code)
 
 
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
-    exported, code = _generate(model, inputs)
-    wrapper = _Wrapper(code)
+    exported, code, wrapper = _generate(model, inputs)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:
         raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
