@@ -8,10 +8,11 @@ batch itself is a `kernelbench` session whose summary is the score table.
 
 A problem ends `correct` (a kept kernel slower than eager counts too: with none faster, ModelNew runs the least
 slow one, so that it is a submission), `no-kernel` (ModelNew matched, but no target kept any kernel, so it is the
-problem's Model: nothing to submit, and KernelBench's static checker refuses such a file), `incorrect` (ModelNew failed the check; for a whole-problem target, no
-ModelNew the agent wrote passed the five stages, so there is no solution to check), `untimed` (a starter
-ran but could not be timed: nothing to build on, the agent was never asked), `no-fit` (out of memory on
-this GPU/CPU, the tool's limit, never a wrong answer), `skipped` (nothing the agent can
+problem's Model: nothing to submit, and KernelBench's static checker refuses such a file), `incorrect`
+(ModelNew failed the check; for a whole-problem target, no ModelNew the agent wrote passed the five stages,
+so there is no solution to check), `untimed` (a starter ran but could not be timed: nothing to build on, the
+agent was never asked), `no-fit` (out of memory on this GPU/CPU, the tool's limit, never a wrong answer),
+`skipped` (nothing the agent can
 target: a problem of no known kernel type is one whole target `problem` (engine/problem_spec.py), which the
 LLM agent writes and the playbook agent tunes from Inductor's seed (engine/seeding.py); it is skipped when
 Inductor cannot seed it, or when the file does not load: the problem's limits, not the tool's failure), `error` (the tool failed) or `stopped` (Ctrl-C; the session can be resumed). fast_p, KernelBench's score, is the

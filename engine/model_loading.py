@@ -18,10 +18,10 @@ import itertools
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Callable
 from typing import Any
 
 import torch

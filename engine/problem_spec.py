@@ -35,8 +35,8 @@ import ast
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Callable
 
 from .outputs import as_list, several
@@ -250,8 +250,9 @@ def _build_spec(path: Path, device: str) -> Any:
     torch.manual_seed(SEED)
     planned = _meta_inputs(module)  # their sizes, before anything is allocated for the problem
     host = list(module.get_inputs()) if planned is None else None  # as the problem makes them
-    in_bytes = tensor_bytes(planned if host is None else host)
-    meta = _meta_sizes(module, init, planned if host is None else host)
+    sized = planned if host is None else host
+    in_bytes = tensor_bytes(sized)
+    meta = _meta_sizes(module, init, sized)
     if meta is not None:  # the verdict before anything is allocated for the problem
         need = Footprint(in_bytes, meta[1], meta[0])
         if need.total > free_bytes(device):
