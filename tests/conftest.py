@@ -7,23 +7,23 @@ import os
 import pytest
 
 
+def _point_user_dirs(mp: pytest.MonkeyPatch, base) -> None:
+    mp.setenv("AUTOKERNEL_CACHE_DIR", str(base / "cache"))
+    mp.setenv("AUTOKERNEL_DB", str(base / "sessions.db"))
+    mp.setenv("XDG_DATA_HOME", str(base / "data"))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_user_dirs_for_shared_fixtures(tmp_path_factory):
     """The same for module-scoped fixtures (a whole KernelBench batch), which run before any test's own."""
-    base = tmp_path_factory.mktemp("shared-userdirs")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AUTOKERNEL_CACHE_DIR", str(base / "cache"))
-        mp.setenv("AUTOKERNEL_DB", str(base / "sessions.db"))
-        mp.setenv("XDG_DATA_HOME", str(base / "data"))
+        _point_user_dirs(mp, tmp_path_factory.mktemp("shared-userdirs"))
         yield
 
 
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(tmp_path_factory, monkeypatch):
-    base = tmp_path_factory.mktemp("userdirs")
-    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(base / "cache"))
-    monkeypatch.setenv("AUTOKERNEL_DB", str(base / "sessions.db"))
-    monkeypatch.setenv("XDG_DATA_HOME", str(base / "data"))
+    _point_user_dirs(monkeypatch, tmp_path_factory.mktemp("userdirs"))
 
 
 @pytest.fixture(autouse=True)

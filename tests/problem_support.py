@@ -1,9 +1,13 @@
 """Shared by the tests of a whole-problem target with two outputs (test_problem_outputs, test_problem_resume): the
 problem file, a right ModelNew for it (one Triton program per row writes the running sum and the row's total),
-and an answer of the scripted LLM server carrying a ModelNew."""
+and an answer of the scripted LLM server carrying a ModelNew; and Inductor's seeds of problems, made as a
+session makes them."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 MULTI = Path(__file__).parent / "data" / "kernelbench_multi" / "5_running_sum_and_total.py"
@@ -105,3 +109,13 @@ def load_like_kernelbench(problem: Path, submission: Path, backend: str = "trito
                              cwd=cwd or empty, capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def inductor_seeds(problems: list[Path], out: Path, timeout_s: float = 600) -> list[dict]:
+    """`python -m autokernel.engine.inductor_seed PROBLEMS -o OUT` (OUT the file for one problem, a folder for
+    several): its JSON verdict per problem, each asserted ok (with the subprocess's stderr when one is not)."""
+    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", *map(str, problems), "-o", str(out)],
+                          capture_output=True, text=True, timeout=timeout_s)
+    verdicts = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(verdicts) == len(problems) and all(v["ok"] for v in verdicts), (verdicts, done.stderr[-2000:])
+    return verdicts

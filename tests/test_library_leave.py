@@ -12,6 +12,8 @@ import pytest
 from autokernel.engine.problem_spec import LIBRARY_OPS, library_leave
 from autokernel.engine.worker import Worker
 
+from problem_support import inductor_seeds
+
 CONV_BIAS_RELU = Path(__file__).parent / "kernelbench_problems" / "level2" / "6_conv_bias_relu.py"
 
 HEADER = '''
@@ -131,22 +133,10 @@ def test_a_problem_that_is_only_a_conv_gets_no_leave(tmp_path):
     assert not report.passed and "aten::convolution" in first.detail, (first.name, first.status, first.detail)
 
 
-def _seed(problem: Path, out: Path) -> dict:
-    import json
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(out)],
-                          capture_output=True, text=True, timeout=600)
-    verdict = json.loads(done.stdout.splitlines()[-1])
-    assert verdict["ok"], (verdict, done.stderr[-2000:])
-    return verdict
-
-
 def test_a_seed_keeps_the_conv_a_library_call_only_where_the_problem_does_more(tmp_path):
     """As torch.compile on a GPU: cuDNN's conv and Inductor's Triton for the bias and ReLU, and that seed passes
     the harness; a problem that is only a conv gets the conv in Triton (im2col and a tl.dot matmul)."""
-    seed = _seed(CONV_BIAS_RELU, tmp_path / "seed.py")
+    (seed,) = inductor_seeds([CONV_BIAS_RELU], tmp_path / "seed.py")
     assert seed["extern"] == ["convolution"] and seed["kernels"]
     with Worker(device="cpu") as w:
         report = w.check(seed["seed"], kernel="problem", problem=str(CONV_BIAS_RELU), size="small")
@@ -154,5 +144,5 @@ def test_a_seed_keeps_the_conv_a_library_call_only_where_the_problem_does_more(t
 
     problem = tmp_path / "conv_only.py"
     problem.write_text(textwrap.dedent(CONV_ONLY))
-    alone = _seed(problem, tmp_path / "alone.py")
+    (alone,) = inductor_seeds([problem], tmp_path / "alone.py")
     assert alone["extern"] == [] and "tl.dot(" in Path(alone["seed"]).read_text()

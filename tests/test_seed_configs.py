@@ -11,6 +11,8 @@ from autokernel.engine.agents.base import AgentContext, Measurement, Tried
 from autokernel.engine.agents.playbook import PlaybookAgent
 from autokernel.engine.agents.seed_moves import other_configs, seed_knobs
 
+from problem_support import inductor_seeds
+
 SEED = """K0_XBLOCK = 1
 K0_R0_BLOCK = 8192
 K0_WARPS = 16
@@ -93,9 +95,7 @@ def _log_softmax_problem(folder, draw: str):
 def test_a_real_seed_lists_the_heuristics_other_configs(tmp_path):
     problem = _log_softmax_problem(tmp_path, "torch.rand(16, 8192)")
     seed = tmp_path / "seed.py"
-    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    inductor_seeds([problem], seed)
     source = seed.read_text()
     knobs, others = seed_knobs(source), other_configs(source)
     assert others, "a reduction this wide has more than one heuristic config"
@@ -115,9 +115,7 @@ def test_a_softmax_seed_reads_each_row_twice_as_torch_compile_on_a_gpu_does(tmp_
 
     problem = _log_softmax_problem(tmp_path, "torch.randn(2, 1025) * 4")
     seed = tmp_path / "seed.py"
-    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    inductor_seeds([problem], seed)
     source = seed.read_text()
     assert "triton_helpers.online_softmax_" in source
     assert len(re.findall(r"^\s+for r0_offset in tl\.range\(", source, re.M)) == 2

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,8 @@ from autokernel.engine import subgraph
 from autokernel.engine.cli import main
 from autokernel.engine.model_loading import load_model
 from autokernel.engine.profiling import ProfileRow
+
+from problem_support import inductor_seeds
 
 MIXED = Path(__file__).parent / "data" / "subgraph" / "mixed_model.py"
 
@@ -164,10 +164,7 @@ def test_inductor_seeds_of_the_extracted_problems_pass_the_harness(mixed, tmp_pa
     _, cap, cands = mixed
     problems = [subgraph.write_problem(cap, by_ops(cands, ops), tmp_path / f"{kind}.py").path
                 for kind, ops in sorted(PROBLEMS.items())]
-    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", *map(str, problems),
-                           "-o", str(tmp_path / "seeds")], capture_output=True, text=True, timeout=240)
-    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(problems) and all(r["ok"] for r in results), (results, done.stderr[-2000:])
+    results = inductor_seeds(problems, tmp_path / "seeds", timeout_s=240)
     # The GEMM's and the conv's problems keep those a library call (their epilogues are Triton); the rest is all Triton.
     externs = {Path(p).stem: r["extern"] for p, r in zip(problems, results)}
     assert all(r["kernels"] for r in results)
@@ -192,10 +189,8 @@ def test_a_kernelbench_problem_gets_a_seed_that_passes(tmp_path):
 
     problem = Path(__file__).parent / "kernelbench_problems" / "level2" / "3_gemm_relu.py"
     seed = tmp_path / "seed.py"
-    done = subprocess.run([sys.executable, "-m", "autokernel.engine.inductor_seed", str(problem), "-o", str(seed)],
-                          capture_output=True, text=True, timeout=240)
-    result = json.loads(done.stdout.splitlines()[-1])
-    assert result["ok"] and result["extern"] == ["addmm"], (result, done.stderr[-2000:])
+    (result,) = inductor_seeds([problem], seed, timeout_s=240)
+    assert result["extern"] == ["addmm"], result
     assert "torch.addmm(" in seed.read_text()  # the GEMM is cuBLAS's (as torch.compile leaves it), the ReLU Triton
     with Worker(device="cpu") as w:
         report = w.check(str(seed), kernel="problem", problem=str(problem), size="small")
