@@ -282,6 +282,50 @@ def _unsolved(target: Any, agent: str) -> str:
             f"({last.candidate_id}) failed {last.failure or 'unfinished'}")
 
 
+# -- running one problem ---------------------------------------------------------------------------
+def session_config(problem: Problem, config: BatchConfig, resume: str | None) -> Any:
+    """The optimize session of `problem` in a batch of `config` (resuming session `resume`, if given)."""
+    from .session import SessionConfig
+
+    return SessionConfig(model_path=str(problem.path), device=config.device, agent=config.agent,
+                         max_experiments=config.max_experiments, size=config.size, api_base=config.api_base,
+                         integration="kernelbench", resume=resume, workers=config.workers, ray=config.ray)
+
+
+def run_problem(problem: Problem, config: BatchConfig, make_session: Callable[[], Any],
+                hold: Callable[[Any], None]) -> ProblemResult:
+    """Problem's optimize session run to its end, as its row: the one code of the batch's own process and of
+    a lane's child (engine/kernelbench_lanes.py). `make_session()` builds it; `hold(session)` is told of it
+    before it runs and `hold(None)` after, so that a stop reaches the session under way."""
+    t0 = time.monotonic()
+    session, failure = None, None
+    try:
+        session = make_session()
+        hold(session)
+        session.run()
+    except UserError as e:  # the problem file does not load: the problem is skipped, the batch goes on
+        failure = ("skipped", f"the problem does not load: {e}")
+    except Exception as e:  # the tool's own failure on this problem; the batch goes on
+        fit = no_fit(e, config.device)
+        failure = ("no-fit", fit) if fit else ("error", f"{type(e).__name__}: {e}")
+    finally:
+        hold(None)
+    return problem_row(problem, config, session, failure, time.monotonic() - t0)
+
+
+def problem_row(problem: Problem, config: BatchConfig, session: Any, failure: tuple[str, str] | None,
+                seconds: float) -> ProblemResult:
+    """The row of a problem whose session ended (`failure`: the status and reason of one that raised)."""
+    if failure is None:
+        result = result_from_session(problem, session, config.agent, seconds)
+    else:
+        result = ProblemResult(name=problem.name, path=str(problem.path), status=failure[0], reason=failure[1],
+                               session_id=getattr(session, "session_id", None), seconds=round(seconds, 1))
+    if result.model_ms is None:  # not timed: the device says what its times would mean
+        result.meaningful = config.device == "cuda"
+    return result
+
+
 # -- the batch -----------------------------------------------------------------------------------
 @dataclass
 class BatchConfig:
@@ -293,13 +337,18 @@ class BatchConfig:
     command: str = ""  # how the batch was started, kept with its score
     workers: str | int | None = None  # --workers and --ray of each problem's session (engine/pool.py)
     ray: str | None = None
+    # Problems side by side, each in a process of its own with one GPU (engine/kernelbench_lanes.py); only the
+    # CLI asks for more than one, so the TUI's live batch keeps the in-process path its controls steer.
+    lanes: int = 1
+    verbose: bool = False  # with lanes: each child prints its problem's experiments (in-process, listeners do)
 
 
 class KernelBenchBatch:
-    """Runs the problems one after another (one optimize session each); `stop()` from any thread
-    stops the current problem's session cleanly and runs no further problem. It is steered like an
+    """Runs the problems one after another in this process (one optimize session each); `stop()` from any
+    thread stops the current problem's session cleanly and runs no further problem. It is steered like an
     `OptimizeSession` (pause, resume, skip_target, approve, ...): each control reaches the problem
-    under way, so the TUI's live screen can drive a batch."""
+    under way, so the TUI's live screen can drive a batch. `LaneBatch` (engine/kernelbench_lanes.py) runs
+    several side by side instead, each in a process of its own."""
 
     def __init__(self, problems: list[Problem], config: BatchConfig, store: Store,
                  listeners: Iterable[Callable[[ev.Event], None]] = (),
@@ -315,14 +364,16 @@ class KernelBenchBatch:
         self.listeners = list(listeners)
         self.on_start, self.on_result = on_start, on_result
         self.session_factory = session_factory
-        self.results: list[ProblemResult] = []
+        self.rows: dict[int, ProblemResult] = {}  # problem index -> its row, as problems end (in any order)
+        self.recorded: dict[int, ProblemResult] = {}  # rows an earlier run recorded after an unfinished problem
         self.current: Any = None
         self.index: int | None = None  # the problem under way
         self.batch_id: str | None = None
         self.sessions: dict[int, str] = {}  # problem index -> its optimize session (a resumed batch: to resume)
         self._recorder: Recorder | None = None
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the session under way
+        self._recording = threading.RLock()  # the batch's events and callbacks (a lane batch: several threads)
 
     @classmethod
     def resuming(cls, stored: Any, store: Store, **kw: Any) -> "KernelBenchBatch":
@@ -330,9 +381,15 @@ class KernelBenchBatch:
         the one cut mid-way resumes from its own session, the rest run; `run()` appends to its session."""
         batch = cls(stored.problems, stored.config, store, **kw)
         batch.batch_id = stored.batch_id
-        batch.results = list(stored.kept)
+        batch.rows = dict(enumerate(stored.kept))
+        batch.recorded = dict(stored.finished_after)
         batch.sessions = dict(stored.sessions)
         return batch
+
+    @property
+    def results(self) -> list[ProblemResult]:
+        """The rows so far, in the order the problems were given."""
+        return [self.rows[i] for i in sorted(self.rows)]
 
     @property
     def stopped(self) -> bool:
@@ -379,27 +436,18 @@ class KernelBenchBatch:
         """The batch's own session (kind `kernelbench`)."""
         return self.batch_id
 
+    @property
+    def lanes(self) -> int:
+        """How many problems run at once."""
+        return 1
+
     def run(self) -> dict[str, Any]:
         """Run every problem not finished yet (until stopped); returns the report (also the batch
         session's summary)."""
         recorder = self._recorder = self._open()
         status = "completed"
         try:
-            for i in range(len(self.results), len(self.problems)):
-                problem = self.problems[i]
-                if self.stopped:
-                    break
-                self.index = i
-                if self.on_start:
-                    self.on_start(i, problem)
-                result = self._run_one(i, problem)
-                self.results.append(result)
-                recorder.emit(ev.ProblemDone(index=i, result=result.to_json()))
-                recorder.emit(ev.Log(level="info", message=f"{problem.name}: {result.status}"
-                                     + (f" (session {result.session_id})" if result.session_id else "")
-                                     + (f": {result.reason}" if result.reason else "")))
-                if self.on_result:
-                    self.on_result(i, result)
+            self._run_problems()
             if self.stopped:
                 status = "stopped"
         except BaseException:
@@ -412,6 +460,43 @@ class KernelBenchBatch:
             self.store.finish_session(self.batch_id, status, report)
         return report
 
+    def _run_problems(self) -> None:
+        """Each unfinished problem in turn, in this process."""
+        for i, problem in enumerate(self.problems):
+            if i in self.rows:
+                continue
+            if self.stopped:
+                break
+            self.index = i
+            self._started(i)
+            self._record(i, self._run_one(i, problem))
+
+    def _started(self, i: int) -> None:
+        if self.on_start:
+            with self._recording:
+                self.on_start(i, self.problems[i])
+
+    def _record(self, i: int, result: ProblemResult) -> None:
+        """Problem `i` ended: its row, in the batch's events and for the caller."""
+        with self._recording:
+            self.rows[i] = result
+            self._recorder.emit(ev.ProblemDone(index=i, result=result.to_json()))
+            self._recorder.emit(ev.Log(level="info", message=f"{result.name}: {result.status}"
+                                       + (f" (session {result.session_id})" if result.session_id else "")
+                                       + (f": {result.reason}" if result.reason else "")))
+            if self.on_result:
+                self.on_result(i, result)
+
+    def _link(self, i: int, session_id: str) -> None:
+        """Record, once, which session problem `i` got (a resume finds it by this)."""
+        with self._recording:
+            if self.sessions.get(i) == session_id:
+                return
+            self.sessions[i] = session_id
+            problem = self.problems[i]
+            self._recorder.emit(ev.ProblemStarted(index=i, name=problem.name, path=str(problem.path),
+                                                  session_id=session_id))
+
     def _open(self) -> Recorder:
         """Create the batch's session, or reopen the stored one this batch resumes."""
         cfg = self.config
@@ -419,9 +504,11 @@ class KernelBenchBatch:
             self.store.reopen_session(self.batch_id)
             recorder = Recorder(self.store, self.batch_id)
             recorder.emit(ev.ControlChanged(action="resume_session", value=self.batch_id))
-            cut = {self.problems[i].name: sid for i, sid in self.sessions.items() if i >= len(self.results)}
+            cut = {self.problems[i].name: sid for i, sid in self.sessions.items()
+                   if i not in self.rows and i not in self.recorded}
+            finished = len(self.rows) + len(self.recorded)
             recorder.emit(ev.Log(level="info", message=(
-                f"resumed batch {self.batch_id}: {len(self.results)} of {len(self.problems)} problems finished"
+                f"resumed batch {self.batch_id}: {finished} of {len(self.problems)} problems finished"
                 + "".join(f"; {name} resumes session {sid}" for name, sid in cut.items()))))
             return recorder
         from .devices import device_name
@@ -436,66 +523,48 @@ class KernelBenchBatch:
         self.batch_id = self.store.create_session(started)
         return Recorder(self.store, self.batch_id)
 
-    def _linker(self, i: int, problem: Problem) -> Callable[[ev.Event], None]:
+    def _linker(self, i: int) -> Callable[[ev.Event], None]:
         """A listener that records, as soon as problem `i`'s session exists, which session it is."""
         def link(e: ev.Event) -> None:
             sid = getattr(self.current, "session_id", None)
-            if isinstance(e, ev.SessionStarted) and e.kind == "optimize" and sid and self.sessions.get(i) != sid:
-                self.sessions[i] = sid
-                self._recorder.emit(ev.ProblemStarted(index=i, name=problem.name, path=str(problem.path),
-                                                      session_id=sid))
+            if isinstance(e, ev.SessionStarted) and e.kind == "optimize" and sid:
+                self._link(i, sid)
         return link
 
     def _make_session(self, i: int, problem: Problem) -> Any:
-        from .session import OptimizeSession, SessionConfig
+        from .session import OptimizeSession
 
-        cfg = self.config
-        config = SessionConfig(model_path=str(problem.path), device=cfg.device, agent=cfg.agent,
-                               max_experiments=cfg.max_experiments, size=cfg.size, api_base=cfg.api_base,
-                               integration="kernelbench", resume=self.sessions.get(i), workers=cfg.workers, ray=cfg.ray)
-        listeners = [self._linker(i, problem), *self.listeners]
+        config = session_config(problem, self.config, self.sessions.get(i))
+        listeners = [self._linker(i), *self.listeners]
         if self.session_factory is not None:
             return self.session_factory(config, self.store, listeners)
         return OptimizeSession(config, self.store, listeners=listeners)
 
-    def _run_one(self, i: int, problem: Problem) -> ProblemResult:
-        t0 = time.monotonic()
-        session, failure = None, None
-        try:
-            done = self._finished_unrecorded(i)
-            if done is not None:  # its session ended before the batch could count it: read, not run again
-                session = done
-            else:
-                session = self._make_session(i, problem)
-                with self._lock:
-                    self.current = session
-                if self.stopped:  # stopped while the session was being made: it stops at its first checkpoint
-                    session.stop()
-                session.run()
-        except UserError as e:  # the problem file does not load: the problem is skipped, the batch goes on
-            failure = ("skipped", f"the problem does not load: {e}")
-        except Exception as e:  # the tool's own failure on this problem; the batch goes on
-            fit = no_fit(e, self.config.device)
-            failure = ("no-fit", fit) if fit else ("error", f"{type(e).__name__}: {e}")
-        finally:
-            with self._lock:
-                self.current = None
-        seconds = time.monotonic() - t0
-        if failure is None:
-            result = result_from_session(problem, session, self.config.agent, seconds)
-        else:
-            result = ProblemResult(name=problem.name, path=str(problem.path), status=failure[0], reason=failure[1],
-                                   session_id=getattr(session, "session_id", None), seconds=round(seconds, 1))
-        if result.model_ms is None:  # not timed: the device says what its times would mean
-            result.meaningful = self.config.device == "cuda"
-        return result
+    def _hold(self, session: Any) -> None:
+        """The session under way (None: none), which the controls reach."""
+        with self._lock:
+            self.current = session
+        if session is not None and self.stopped:  # stopped while it was being made: it stops at its first checkpoint
+            session.stop()
 
-    def _finished_unrecorded(self, i: int) -> Any:
-        """Problem `i`'s session if it completed but the batch died before recording its row, else None."""
+    def _run_one(self, i: int, problem: Problem) -> ProblemResult:
+        finished = self.finished_before(i)
+        if finished is not None:
+            return finished
+        return run_problem(problem, self.config, lambda: self._make_session(i, problem), self._hold)
+
+    def finished_before(self, i: int) -> ProblemResult | None:
+        """Problem `i`'s row if an earlier run of this batch finished it, else None: read, never run again.
+        Either that run recorded it after a problem left unfinished (side by side, problems end in any
+        order), or its session completed but the batch died before recording its row."""
+        if i in self.recorded:
+            return self.recorded[i]
         sid = self.sessions.get(i)
         if sid is None or self.store.session(sid)["status"] != "completed":
             return None
-        return stored_session(self.store, sid)
+        t0 = time.monotonic()
+        return problem_row(self.problems[i], self.config, stored_session(self.store, sid), None,
+                           time.monotonic() - t0)
 
     def report(self) -> dict[str, Any]:
         """The score: every problem's row and fast_p over the problems that finished."""
@@ -511,6 +580,7 @@ class KernelBenchBatch:
             "device": self.config.device,
             "agent": self.config.agent,
             "max_experiments_per_problem": self.config.max_experiments,
+            "lanes": self.lanes,  # problems run at once (engine/kernelbench_lanes.py)
             "batch_session": self.batch_id,
             "command": self.config.command,
             "api_base": _stored_url(self.config.api_base),  # a resume needs it given again

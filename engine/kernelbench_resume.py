@@ -3,7 +3,8 @@
 The batch's session holds its problems and settings (its config), the session each problem got
 (`ProblemStarted`, written as soon as that session exists) and each finished problem's row
 (`ProblemDone`). `load_batch` turns them into what `KernelBenchBatch.resuming` needs: the rows to keep
-(never run again) and the sessions to resume (through `OptimizeSession`'s own resume, so no experiment
+(never run again, also those of problems that ended after one left unfinished, as problems run side by side
+do) and the sessions to resume (through `OptimizeSession`'s own resume, so no experiment
 is lost or repeated). It refuses, in one line, what cannot be resumed as it was started.
 """
 
@@ -25,11 +26,18 @@ class StoredBatch:
     problems: list[Problem]
     config: BatchConfig
     kept: list[ProblemResult] = field(default_factory=list)  # the finished problems, in order from the first
-    sessions: dict[int, str] = field(default_factory=dict)  # problem index -> its session (those not kept: to resume)
+    sessions: dict[int, str] = field(default_factory=dict)  # problem index -> its session (those not finished: to resume)
+    # finished after the first unfinished one (problems side by side end in any order): read back, never run again
+    finished_after: dict[int, ProblemResult] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> int:
+        return len(self.kept) + len(self.finished_after)
 
     @property
     def to_resume(self) -> dict[int, str]:
-        return {i: sid for i, sid in self.sessions.items() if i >= len(self.kept)}
+        return {i: sid for i, sid in sorted(self.sessions.items())
+                if i >= len(self.kept) and i not in self.finished_after}
 
 
 def refuse_changed_settings(flags: list[tuple[str, Any]]) -> None:
@@ -80,7 +88,8 @@ def load_batch(store: Store, ref: str, api_base: str | None = None, device: str 
         if i not in rows or rows[i].status == "stopped":
             break
         kept.append(rows[i])
-    stored = StoredBatch(bid, problems, config, kept, sessions)
+    after = {i: row for i, row in rows.items() if i > len(kept) and row.status != "stopped"}
+    stored = StoredBatch(bid, problems, config, kept, sessions, after)
     for sid in stored.to_resume.values():
         problem = store.session(sid)
         if problem["status"] == "running":

@@ -10,8 +10,10 @@ visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports eac
 
 `sessions` runs, with fresh databases under DIR:
   1. side by side, each owning one GPU: the bundled Llama's optimize session with --workers 1 on GPU 0, and
-     the KernelBench batch with --workers 1 on GPU 1 (separate GPUs: neither timing sees the other's work);
-  2. then on all GPUs: the same batch with --workers N and the same optimize session with --workers N.
+     the KernelBench batch with --workers 1 on GPU 1 (one problem at a time; separate GPUs: neither timing
+     sees the other's work);
+  2. then on all GPUs: the same batch with --workers N (N problems side by side, each on its own GPU with one
+     worker: engine/kernelbench_lanes.py) and the same optimize session with --workers N (one pool of N).
 `ray` runs that session once more with --ray local (the workers as Ray actors).
 `fixed` measures the pool alone, without a search whose path depends on what it measures: the same list of
 playbook candidates (every single-knob move of a kernel type's starter, in order) checked in one dtype and
@@ -164,7 +166,7 @@ def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int) ->
     if p_kb:
         runs["kb_w1"] = _finish("kb_w1", p_kb, out / "kb_w1", t)
 
-    print(f"phase 2: {n} workers, one per GPU", flush=True)
+    print(f"phase 2: {n} workers, one per GPU (the batch: {n} problems side by side)", flush=True)
     if kb:
         t = time.monotonic()
         runs[f"kb_w{n}"] = _finish(f"kb_w{n}", _spawn(batch + ["--workers", str(n)], out / f"kb_w{n}", None),
@@ -295,8 +297,8 @@ def _print_summary(result: dict) -> None:
         doc = run.get("out") if name.startswith("kb") else None
         if doc:
             fp = doc.get("fast_p", {})
-            print(f"  {name}: {run['wall_s']:.0f} s; statuses {doc.get('statuses')}; fast_p eager {fp.get('eager')}; "
-                  f"compile {fp.get('compile')}")
+            print(f"  {name}: {doc.get('lanes', 1)} problem(s) at once, {run['wall_s']:.0f} s; statuses "
+                  f"{doc.get('statuses')}; fast_p eager {fp.get('eager')}; compile {fp.get('compile')}")
 
 
 def main() -> int:

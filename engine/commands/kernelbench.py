@@ -4,9 +4,11 @@ Each problem is profiled, optimized by the loop (one session each, `autokernel s
 a standalone `ModelNew` with the kept kernels, checked the KernelBench way (fresh `get_inputs()` on
 several trials, atol = rtol = 1e-2) and timed against `Model` in eager mode and under torch.compile.
 Prints a table per problem and fast_p (or one JSON document with --json): the fraction of all problems,
-skipped ones included, that are correct and more than p times faster. Ctrl-C stops the current problem
-cleanly, prints what finished, and exits 130; `--resume BATCH` continues a batch that was stopped or killed
-(the finished problems kept, the one cut mid-way resumed from its session, the rest run).
+skipped ones included, that are correct and more than p times faster. `--workers N` (or auto: one per
+visible GPU) runs N problems side by side, each in its own process with one GPU (engine/kernelbench_lanes.py).
+Ctrl-C stops the problems under way cleanly, prints what finished, and exits 130; `--resume BATCH` continues a
+batch that was stopped or killed (the finished problems kept, those cut mid-way resumed from their sessions,
+the rest run).
 """
 
 from __future__ import annotations
@@ -54,8 +56,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="print every experiment of every problem (stderr)")
     add_device_flag(p)
     add_workers_flags(p)
+    _say_what_workers_mean(p)
     add_db_flag(p)
     add_json_flag(p)
+
+
+def _say_what_workers_mean(p: argparse.ArgumentParser) -> None:
+    """--workers of a batch counts problems run at once, not the workers of one problem's session."""
+    for action in p._actions:
+        if action.dest == "workers":
+            action.help = ("problems run side by side, each in its own process with one GPU and one worker (auto: "
+                           "one per visible GPU; on the CPU, 1 unless N asks for more interpreter processes); with "
+                           "--ray, every problem runs in turn on the Ray workers")
 
 
 # -- output --------------------------------------------------------------------------------------
@@ -150,8 +162,19 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(p["status"] == "error" for p in report["problems"]) else 0
 
 
-def _listeners(args: argparse.Namespace) -> list:
-    if not args.verbose:
+def _how_it_runs(config: Any, args: argparse.Namespace) -> None:
+    """--workers as problems side by side (engine/kernelbench_lanes.py), each with one worker; with --ray, one
+    problem at a time on the Ray workers."""
+    from ..kernelbench_lanes import lane_count
+
+    config.lanes = lane_count(args.workers, args.ray, config.device)
+    config.workers, config.ray = (1, None) if config.lanes > 1 else (args.workers, args.ray)
+    config.verbose = args.verbose
+
+
+def _listeners(args: argparse.Namespace, config: Any) -> list:
+    """--verbose's printer of every problem's experiments (side by side, each child prints its own)."""
+    if not args.verbose or config.lanes > 1:
         return []
     from .optimize import HeadlessPrinter
 
@@ -168,7 +191,8 @@ def _progress(n: int) -> dict[str, Any]:
 
 def _new_batch(args: argparse.Namespace) -> tuple[Any, int]:
     from ..devices import resolve_device
-    from ..kernelbench import BatchConfig, KernelBenchBatch, discover
+    from ..kernelbench import BatchConfig, discover
+    from ..kernelbench_lanes import batch_class
     from ..session import make_agent
 
     if not args.paths:
@@ -187,16 +211,17 @@ def _new_batch(args: argparse.Namespace) -> tuple[Any, int]:
               + ", ".join(f.name for f in ignored[:5]) + (" ..." if len(ignored) > 5 else ""), file=sys.stderr)
     check_workers(args, device)
     config = BatchConfig(device=device, agent=agent, max_experiments=per_problem,
-                         size=args.size, api_base=args.api_base, command=_command_line(),
-                         workers=args.workers, ray=args.ray)
+                         size=args.size, api_base=args.api_base, command=_command_line())
+    _how_it_runs(config, args)
     n = len(problems)
-    return KernelBenchBatch(problems, config, open_store(args), listeners=_listeners(args), **_progress(n)), n
+    return batch_class(config)(problems, config, open_store(args), listeners=_listeners(args, config),
+                               **_progress(n)), n
 
 
 def _resumed_batch(args: argparse.Namespace) -> tuple[Any, int]:
     """The stored batch, refused in one line where the flags would change how it runs."""
     from ..devices import resolve_device
-    from ..kernelbench import KernelBenchBatch
+    from ..kernelbench_lanes import batch_class
     from ..kernelbench_resume import load_batch, refuse_changed_settings
     from ..session import make_agent
 
@@ -206,23 +231,26 @@ def _resumed_batch(args: argparse.Namespace) -> tuple[Any, int]:
     stored = load_batch(store, args.resume, api_base=args.api_base, device=args.device)
     resolve_device(stored.config.device)  # a cuda batch on a machine without one fails here
     check_workers(args, stored.config.device)
-    stored.config.workers, stored.config.ray = args.workers, args.ray  # how it runs now: not part of the batch
+    _how_it_runs(stored.config, args)  # how it runs now: not part of the batch
     make_agent(stored.config.agent, args.api_base)
     n = len(stored.problems)
     cut = ", ".join(f"{stored.problems[i].name} resumes from session {sid}" for i, sid in stored.to_resume.items())
-    print(f"resuming batch {stored.batch_id}: {len(stored.kept)} of {n} problems finished"
+    print(f"resuming batch {stored.batch_id}: {stored.finished} of {n} problems finished"
           + (f"; {cut}" if cut else ""), file=sys.stderr)
     for i, r in enumerate(stored.kept):
         print(progress_line(i, n, r), file=sys.stderr)
-    return KernelBenchBatch.resuming(stored, store, listeners=_listeners(args), **_progress(n)), n
+    return batch_class(stored.config).resuming(stored, store, listeners=_listeners(args, stored.config),
+                                               **_progress(n)), n
 
 
 def _run_stoppable(batch: Any) -> tuple[dict | None, bool]:
     """Run the batch; the first Ctrl-C (or SIGTERM) stops it cleanly, a second leaves at once (report
     None). Returns (report, interrupted)."""
     job = BackgroundRun(batch.run, "autokernel-kernelbench")
-    ended = job.wait_stopping(batch.stop, "stopping the current problem (Ctrl-C again to leave now; "
-                                          "its session can be resumed)")
+    ended = job.wait_stopping(batch.stop, "stopping the current problem (Ctrl-C again to leave now; its session "
+                                          "can be resumed)" if batch.lanes == 1 else
+                              "stopping the problems under way (Ctrl-C again to leave now; their sessions can be "
+                              "resumed)")
     if ended == "left":
         return None, True
     return job.result(), ended == "stopped"

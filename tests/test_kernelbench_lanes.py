@@ -1,0 +1,127 @@
+"""Problems side by side (engine/kernelbench_lanes.py): a batch with two lanes runs two problems at once, each
+in a child process of its own; a child killed without a row leaves its problem `error` and the batch goes on;
+stop() stops the children's sessions cleanly, and the resumed batch finishes them without running a finished
+problem again. The children are real processes whose sessions run on the loop's doubles
+(tests/kernelbench_lane_child.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel.engine import cli
+from autokernel.engine import events as ev
+from autokernel.engine import kernelbench_lanes
+from autokernel.engine.kernelbench import BatchConfig, KernelBenchBatch, discover
+from autokernel.engine.kernelbench_lanes import LaneBatch
+from autokernel.engine.kernelbench_resume import load_batch
+from autokernel.engine.store import Store
+
+from loop_doubles import PROBLEM_SRC
+
+HERE = Path(__file__).parent
+# 1_slow runs until stopped, 2_slow until killed; then 3_good (correct) and 4_wrong (incorrect) take the lane
+NAMES = ["1_slow.py", "2_slow.py", "3_good.py", "4_wrong.py"]
+PER_PROBLEM = 3
+
+
+@pytest.fixture
+def problems(tmp_path, monkeypatch):
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    for name in NAMES:
+        (folder / name).write_text(PROBLEM_SRC)
+    monkeypatch.setattr(kernelbench_lanes, "CHILD", (sys.executable, str(HERE / "kernelbench_lane_child.py")))
+    monkeypatch.setenv("LANE_SPECS", str(tmp_path))
+    monkeypatch.delenv("LANE_SLOW_ENDS", raising=False)
+    return discover([folder])[0]
+
+
+def _wait(condition, what: str, timeout_s: float = 90.0) -> None:
+    deadline = time.time() + timeout_s
+    while not condition():
+        assert time.time() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _events(store, sid, cls=ev.Event):
+    return [e for _, e in store.events(sid) if isinstance(e, cls)]
+
+
+def test_two_lanes_run_side_by_side_a_killed_child_errs_and_a_stopped_batch_resumes(tmp_path, problems,
+                                                                                      monkeypatch):
+    store = Store(tmp_path / "s.db")
+    config = BatchConfig(device="cpu", max_experiments=PER_PROBLEM, command="autokernel kernelbench X", lanes=2)
+    started, ended = [], []
+    batch = LaneBatch(problems, config, store, on_start=lambda i, p: started.append(i),
+                      on_result=lambda i, r: ended.append(i))
+    job = threading.Thread(target=batch.run)
+    job.start()
+    try:
+        # the two slow problems run at the same time, each in a process of its own
+        _wait(lambda: {0, 1} <= set(batch.sessions) and all(
+            _events(store, batch.sessions[i], ev.Decision) for i in (0, 1)), "both slow problems deciding")
+        first, killed = batch.sessions[0], batch.sessions[1]
+        rows = [store.session(first), store.session(killed)]
+        assert [r["status"] for r in rows] == ["running", "running"]
+        pids = {r["pid"] for r in rows}
+        assert len(pids) == 2 and os.getpid() not in pids
+        os.kill(store.session(killed)["pid"], signal.SIGKILL)
+        # the lane goes on with the next problems while the first one still runs
+        _wait(lambda: {1, 2, 3} <= set(batch.rows), "the other three problems' rows")
+        assert 0 not in batch.rows and store.session(first)["status"] == "running"
+    finally:
+        batch.stop()
+        job.join(60)
+    assert not job.is_alive()
+    report = store.session(batch.batch_id)["summary"]
+    assert [r["status"] for r in report["problems"]] == ["stopped", "error", "correct", "incorrect"]
+    assert [r["name"] for r in report["problems"]] == ["1_slow", "2_slow", "3_good", "4_wrong"]
+    assert report["lanes"] == 2 and not report["complete"] and report["counted"] == 3
+    assert sorted(started) == [0, 1, 2, 3] and ended[-1] == 0  # the stopped one ended last
+    lost = report["problems"][1]
+    assert lost["session_id"] == killed and "exit code -9, SIGKILL" in lost["reason"]
+    assert f"autokernel optimize --headless --resume {killed}" in lost["reason"]
+    # overlap in the store: the third problem's whole session lies inside the first one's
+    third = batch.sessions[2]
+    assert store.events(first)[0][1].ts < store.events(third)[0][1].ts
+    assert store.events(third)[-1][1].ts < store.events(first)[-1][1].ts
+    assert store.session(first)["status"] == "stopped" and store.session(batch.batch_id)["status"] == "stopped"
+    linked = {e.index: e.session_id for e in _events(store, batch.batch_id, ev.ProblemStarted)}
+    assert linked == batch.sessions and len(set(linked.values())) == 4
+
+    # resumed: the stopped problem goes on in its own session; the three that ended are read, not run
+    monkeypatch.setenv("LANE_SLOW_ENDS", "1")
+    stored = load_batch(store, batch.batch_id)
+    assert stored.kept == [] and sorted(stored.finished_after) == [1, 2, 3] and stored.to_resume == {0: first}
+    counts = {sid: len(store.events(sid)) for sid in (killed, third, batch.sessions[3])}
+    report = LaneBatch.resuming(stored, store).run()
+    assert [r["status"] for r in report["problems"]] == ["correct", "error", "correct", "incorrect"]
+    assert report["complete"] and report["problems"][0]["session_id"] == first
+    assert report["fast_p"]["eager"]["0"] == 0.5
+    assert store.session(first)["status"] == "completed"
+    assert any(c.action == "resume_session" for c in _events(store, first, ev.ControlChanged))
+    assert {sid: len(store.events(sid)) for sid in counts} == counts
+    assert len(store.sessions(kind="optimize")) == 4
+
+
+@pytest.mark.parametrize("flags, lanes, workers", [
+    (["--workers", "2"], 2, 1),  # two problems at once, one worker each
+    (["--workers", "1"], 1, "1"),
+    (["--workers", "2", "--ray", "local"], 1, "2"),  # Ray's workers are one problem's pool
+])
+def test_the_cli_runs_as_many_problems_at_once_as_workers_asked_for(flags, lanes, workers, monkeypatch, tmp_path):
+    from autokernel.engine.commands import kernelbench as command
+
+    args = cli.build_parser().parse_args(["kernelbench", str(HERE / "kernelbench_problems" / "level1"), "--device",
+                                          "cpu", "--db", str(tmp_path / "s.db"), *flags])
+    batch, n = command._new_batch(args)
+    assert type(batch) is (LaneBatch if lanes > 1 else KernelBenchBatch)
+    assert (batch.lanes, batch.config.lanes, batch.config.workers, n) == (lanes, lanes, workers, 6)
+    assert batch.report()["lanes"] == lanes
