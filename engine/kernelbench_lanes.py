@@ -103,10 +103,12 @@ class LaneBatch(KernelBenchBatch):
         super().stop()
         with self._children_lock:
             for child in self._children.values():
-                if child.ready:  # one not ready yet is sent it when it says it is
+                if child.ready:  # a child not ready yet gets SIGTERM when it says it is (_read)
                     child.terminate()
 
     def _run_problems(self) -> None:
+        """Each lane, a thread with its GPU, takes the next unfinished problem until none is left or the batch
+        stops; the first failure of the batch's own code is raised once every lane has ended."""
         pending = deque(i for i in range(len(self.problems)) if i not in self.rows)
         failures: list[BaseException] = []
         lanes = [threading.Thread(target=self._lane, args=(gpu, pending, failures), name=f"kernelbench-lane-{k}",
