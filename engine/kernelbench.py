@@ -210,7 +210,7 @@ def result_from_session(problem: Problem, session: Any, agent: str, seconds: flo
             base.status, base.reason = verdict
             return base
     whole = state.targets.get(PROBLEM_TARGET)
-    if whole is not None and whole.best is None:
+    if whole is not None and whole.best is None and not any(t.best for t in state.targets.values()):
         written = sorted(whole.candidates.values(), key=lambda c: c.experiment)
         fit = no_fit(written[-1].failure, getattr(session.config, "device", "")) if written else ""
         # the last ModelNew ran out of memory: the machine's limit, not a wrong answer

@@ -31,6 +31,8 @@ from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_
 from .search_state import SearchState, slower_than_eager
 from .store import Recorder, Store, StoreWriteError
 from .target_scheduler import TargetScheduler
+from .whole_problem import (FALLBACK, FIRST, choose_route, covered_share, fallback_not_needed, whole_placement,
+                            with_whole_target)
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
@@ -146,6 +148,17 @@ def row_dict(row: Any) -> dict[str, Any]:
 
 def dtype_name(value: Any) -> str:
     return DTYPE_ALIASES.get(str(value), str(value)) if value is not None else "fp32"
+
+
+def _whole_line(plan: list[dict], rows: list[dict]) -> str:
+    """The log line that says where the whole-problem target went in the plan, and why."""
+    kinds = [p for p in plan if p["kind"] != PROBLEM_TARGET]
+    share = covered_share(kinds, rows)
+    if whole_placement(kinds, rows) == FIRST:
+        return (f"the kernel types cover {100 * share:.0f}% of the profiled time: the whole problem "
+                f"({PROBLEM_TARGET!r}) is searched first")
+    return (f"the kernel types cover {100 * share:.0f}% of the profiled time: the whole problem "
+            f"({PROBLEM_TARGET!r}) is the fallback, searched if none of them keeps a kernel faster than eager")
 
 
 def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], device: str = "cuda",
@@ -293,6 +306,10 @@ class OptimizeSession:
                            else "the agent writes")
                     emit(ev.Log(level="info", message=f"no operation of a known kernel type: {how} "
                                                       f"the whole ModelNew (target {PROBLEM_TARGET!r})"))
+            elif plan and self._whole_problem_allowed():  # beside the kernel types: first, or as the fallback
+                plan = with_whole_target(plan, self.state.profile.rows,
+                                         problem_target(self.state.profile.rows, cfg.backend, device))
+                emit(ev.Log(level="info", message=_whole_line(plan, self.state.profile.rows)))
             if not plan:
                 emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
             todo = [p for p in plan if self.state.targets.get(p["kind"]) is None
@@ -379,6 +396,15 @@ class OptimizeSession:
                          or self.state.targets[s["kind"]].done is None]
                 queue = sorted(queue + fresh, key=lambda e: e["row"])
                 continue
+            if p["kind"] == PROBLEM_TARGET and self.state.targets.get(PROBLEM_TARGET) is None:
+                if ctx.budget_reason():
+                    return
+                why = fallback_not_needed(self.state.targets) if p.get(FALLBACK) else ""
+                if why:
+                    log(f"whole-problem target left out: {why}")
+                    continue
+                if not self._seeded_if_needed(emit, device, beside_kernels=True):
+                    continue
             sub = self._subgraphs.get(p["kind"])
             if sub is not None and self.state.targets.get(p["kind"]) is None:
                 if ctx.budget_reason():
@@ -436,12 +462,12 @@ class OptimizeSession:
             return bool(getattr(self._agent, "tunes_seeds", False))
         return True  # both agents `make_agent` builds (playbook and LLM) work from Inductor's seed
 
-    def _seeded_if_needed(self, emit: Callable[[ev.Event], Any], device: str) -> bool:
+    def _seeded_if_needed(self, emit: Callable[[ev.Event], Any], device: str, beside_kernels: bool = False) -> bool:
         """Whether the whole-problem target can go ahead: an agent that writes ModelNew needs nothing; one
         that tunes seeds needs Inductor's seed (made in a subprocess), unless a resumed target already has
         its starter. A failed seed is logged (`SEED_FAILED`, read back as the skip's reason). The seed is made
         at the size the worker builds the problem at (its shapes are baked into the kernels)."""
-        if self._writes_whole():
+        if self._writes_whole() or self._seed_path is not None:
             return True
         target = self.state.targets.get(PROBLEM_TARGET)
         if target is not None and target.starter is not None:
@@ -449,12 +475,13 @@ class OptimizeSession:
         from .model_loading import default_size
         from .seeding import seed_problem
 
-        emit(ev.Log(level="info", message="no operation of a known kernel type: asking Inductor for a seed "
-                                          "of the whole problem"))
+        emit(ev.Log(level="info", message=("asking" if beside_kernels else "no operation of a known kernel type: asking")
+                                          + " Inductor for a seed of the whole problem"))
         path, why = seed_problem(self.config.model_path, session_dir(self.session_id) / "inductor_seed.py",
                                  self.config.size or default_size(device))
-        if path is None:
-            emit(ev.Log(level="warning", message=f"{SEED_FAILED}{why}"))
+        if path is None:  # beside kernel-type targets it is only this target that is lost, not the problem
+            emit(ev.Log(level="warning", message=(f"whole-problem target left out: Inductor could not seed it: {why}"
+                                                  if beside_kernels else f"{SEED_FAILED}{why}")))
             return False
         self._seed_path = path
         return True
@@ -585,6 +612,10 @@ class OptimizeSession:
         # A ModelNew with no kernel of ours is the problem's Model: no submission at all. With none faster than
         # eager, the least slow best still makes one, correct (fast_0) though in no fast_p above it.
         use, left_out = self.state.to_integrate(at_least_one=kernelbench)
+        if kernelbench:  # a whole ModelNew replaces the forward: it and the kernel types' kernels never mix
+            use, why = choose_route(use, self.state.profile.rows if self.state.profile else [])
+            if why:
+                self.recorder.emit(ev.Log(level="info", message=why))
         for t, best in use:
             if slower_than_eager(best):
                 x = (best.bench or {}).get("speedup_eager") or 0.0
@@ -596,7 +627,7 @@ class OptimizeSession:
         kernels = [{"kind": t.name, "candidate_id": best.candidate_id, "source": best.source,
                     "dtype": t.dtype, "shape": t.shape, "backend": t.backend} for t, best in use]
         whole = self.state.targets.get(PROBLEM_TARGET)
-        if kernelbench and whole is not None and whole.best is None:
+        if kernelbench and whole is not None and whole.best is None and not kernels:
             # No ModelNew the agent wrote passed: the problem is unsolved (kernelbench.result_from_session);
             # the problem's own Model, checked against itself, would read as a solution.
             self.recorder.emit(ev.Log(level="info", message="no ModelNew passed its checks: nothing to check "

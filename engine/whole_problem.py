@@ -1,0 +1,88 @@
+"""When a KernelBench problem also gets a whole-problem target beside its kernel-type targets, and which of the two
+routes its ModelNew takes.
+
+A kernel-type target speeds up only its own rows; the rest of the problem (a conv and its epilogue, a GEMM's
+activation) stays eager, where Inductor's seed of the whole problem fuses it. So where the kernel types cover
+little of the profiled time, the whole problem is searched first; where they cover most of it, it is the
+fallback, searched only if no kernel-type target kept a kernel faster than eager. At integration the faster
+route is taken: the whole ModelNew's measured speedup against the kernel-type kernels' speedups carried to the
+problem by Amdahl's law.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .problem_spec import PROBLEM_TARGET
+from .search_state import slower_than_eager
+
+# Below this share of the profiled time in rows of the planned kernel types, the whole problem goes first.
+WHOLE_FIRST_BELOW = 0.8
+FIRST, FALLBACK = "first", "fallback"
+
+
+def covered_share(plan: list[dict], rows: list[dict]) -> float:
+    """The share of the rows' time in rows whose kind is one of the plan's kernel types (of the rows' own sum:
+    time the profiler could not put in any row counts for neither side)."""
+    kinds = {p["kind"] for p in plan}
+    total = sum(float(r.get("share") or 0.0) for r in rows)
+    covered = sum(float(r.get("share") or 0.0) for r in rows if r.get("kind") in kinds)
+    return covered / total if total > 0 else 0.0
+
+
+def whole_placement(plan: list[dict], rows: list[dict]) -> str:
+    """FIRST when the plan's kernel types cover less than WHOLE_FIRST_BELOW of the time, else FALLBACK."""
+    return FIRST if covered_share(plan, rows) < WHOLE_FIRST_BELOW else FALLBACK
+
+
+def with_whole_target(plan: list[dict], rows: list[dict], entry: dict) -> list[dict]:
+    """The plan with the whole-problem entry placed first or as the fallback (last, marked)."""
+    if whole_placement(plan, rows) == FIRST:
+        return [entry, *plan]
+    return [*plan, {**entry, FALLBACK: True}]
+
+
+def fallback_not_needed(targets: dict[str, Any]) -> str:
+    """Why a fallback whole-problem target is left out ("" when it is needed): a kernel-type target kept a
+    kernel faster than eager (on the CPU, where timings mean nothing, any kept kernel counts)."""
+    for t in targets.values():
+        if t.name != PROBLEM_TARGET and t.best is not None and not slower_than_eager(t.best):
+            return f"{t.name} kept a kernel ({t.best.candidate_id}) faster than eager"
+    return ""
+
+
+def kernel_route_speedup(use: list[tuple[Any, Any]], rows: list[dict]) -> float | None:
+    """The problem's speedup over eager with these kernel-type bests swapped in, by Amdahl's law over the
+    profile (each kernel type's rows at its best's measured speedup); None where a speedup was not measured."""
+    kept_time, share = 0.0, 0.0
+    for t, best in use:
+        x = (best.bench or {}).get("speedup_eager")
+        if not x or not (best.bench or {}).get("meaningful", True):
+            return None
+        s = sum(float(r.get("share") or 0.0) for r in rows if r.get("kind") == t.name)
+        share += s
+        kept_time += s / x
+    share = min(share, 1.0)
+    rest = (1.0 - share) + kept_time
+    return 1.0 / rest if rest > 0 else None
+
+
+def choose_route(use: list[tuple[Any, Any]], rows: list[dict]) -> tuple[list[tuple[Any, Any]], str]:
+    """The bests ModelNew uses: the whole problem's or the kernel types', not both (a whole ModelNew replaces
+    Model's forward), and a line that says why ("" when there was no choice). Where either speedup was not
+    measured (the CPU) the whole ModelNew is kept, as it covers the whole problem."""
+    whole = [(t, b) for t, b in use if t.name == PROBLEM_TARGET]
+    kernels = [(t, b) for t, b in use if t.name != PROBLEM_TARGET]
+    if not whole or not kernels:
+        return use, ""
+    b = whole[0][1].bench or {}
+    whole_x = b.get("speedup_eager") if b.get("meaningful", True) else None
+    kernel_x = kernel_route_speedup(kernels, rows)
+    if whole_x is None or kernel_x is None:
+        return whole, "ModelNew is the whole-problem kernel (speedups not measured here to compare the routes)"
+    if kernel_x > whole_x:
+        return kernels, (f"ModelNew swaps in the kernel-type kernels ({kernel_x:.2f}x eager by Amdahl's law) over "
+                         f"the whole-problem kernel ({whole_x:.2f}x eager measured)")
+    return whole, (f"ModelNew is the whole-problem kernel ({whole_x:.2f}x eager measured) over the kernel-type "
+                   f"kernels ({kernel_x:.2f}x eager by Amdahl's law)")
+
