@@ -191,9 +191,23 @@ step_kbeval() {
     --max-experiments-per-problem "${KB_EXPERIMENTS:-4}" --json > "$RESULTS/kb_batch.json" 2> "$RESULTS/kb_batch.log"
   echo "kernelbench batch rc=$?"; tail -3 "$RESULTS/kb_batch.log"
   kbsite
-  PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
-    --batch "$RESULTS/kb_batch.json" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
-  echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
+  own_eval "$RESULTS/kb_batch.json"
+}
+
+own_eval() {
+  # KernelBench's own eval of a batch's files (issue 25), one shard per visible GPU side by side; each shard
+  # writes its rows as it goes (kb_own_eval.K.json), merged into kb_own_eval.json at the end.
+  local n i; n=$("$PY" -c "import torch; print(max(1, torch.cuda.device_count()))" 2>/dev/null || echo 1)
+  for i in $(seq 0 $((n - 1))); do
+    CUDA_VISIBLE_DEVICES=$i PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py \
+      --kernelbench "${KB_SRC:-.kb/src}" --batch "$1" --shard "$i/$n" -o "$RESULTS/kb_own_eval.$i.json" \
+      > "$RESULTS/kb_own_eval.$i.txt" 2>&1 &
+  done
+  wait
+  cat "$RESULTS"/kb_own_eval.[0-9]*.txt > "$RESULTS/kb_own_eval.txt"
+  "$PY" -c "import json,sys; print(json.dumps([r for f in sys.argv[1:] for r in json.load(open(f))], indent=2))" \
+    "$RESULTS"/kb_own_eval.[0-9]*.json > "$RESULTS/kb_own_eval.json"
+  echo "kernelbench own eval: $n shard(s)"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
 }
 
 step_multigpu() {
@@ -210,9 +224,7 @@ step_multigpu() {
   local batch; batch=$(ls -d "$RESULTS"/multigpu/kb_w[2-9]*/out.json 2>/dev/null | head -1)
   if [ -n "$batch" ]; then
     kbsite
-    PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py --kernelbench "${KB_SRC:-.kb/src}" \
-      --batch "$batch" -o "$RESULTS/kb_own_eval.json" > "$RESULTS/kb_own_eval.txt" 2>&1
-    echo "kernelbench own eval rc=$?"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
+    own_eval "$batch"
   fi
 }
 

@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backend", default="triton", choices=["triton", "cuda"])
     p.add_argument("--trials", type=int, default=5, help="KernelBench's correctness trials")
     p.add_argument("--perf-trials", type=int, default=100)
-    p.add_argument("-o", "--out", help="write the rows as JSON here")
+    p.add_argument("-o", "--out", help="write the rows as JSON here (after each problem, so a cut run keeps them)")
+    p.add_argument("--shard", default="0/1", metavar="K/N",
+                   help="judge only the files K, K+N, K+2N, ... (one shard per GPU, run side by side)")
     args = p.parse_args(argv)
     import torch
 
@@ -56,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     if stood_in:
         print(f"stand-ins for {', '.join(stood_in)} (imported by KernelBench's package, not called by eval)")
     doc = json.loads(Path(args.batch).read_text())
+    try:
+        k, n = (int(x) for x in args.shard.split("/"))
+        assert 0 <= k < n
+    except (ValueError, AssertionError):
+        p.error(f"--shard must be K/N with 0 <= K < N, not {args.shard!r}")
     rows = []
-    for r in doc["problems"]:
+    for r in doc["problems"][k::n]:
         if not r.get("model_new") or not Path(r["model_new"]).exists():
             print(f"{r['name']}: no ModelNew written ({r['status']})")
             continue
@@ -85,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
               f"KernelBench static {'ok' if valid else 'REFUSED: ' + '; '.join(errors)[:200]}; eval "
               f"{'correct' if verdict['correct'] else 'INCORRECT'} {theirs}"
               f"{' ' + verdict['error'] if 'error' in verdict else ''}", flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=2))
+        if args.out:
+            Path(args.out).write_text(json.dumps(rows, indent=2))
     return 0
 
 
