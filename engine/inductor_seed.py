@@ -405,7 +405,7 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                 continue
             if func.endswith(".run") and func[:-4] in wrapper.kernels:
                 kernel = wrapper.kernels[func[:-4]]
-                args = [ast.unparse(a) for a in stmt.value.args]
+                args = [ast.unparse(Calls().visit(a)) for a in stmt.value.args]  # views of buffers among them
                 if len(args) != len(kernel.params):
                     raise SeedError(f"kernel {kernel.name} is called with {len(args)} arguments, takes "
                                     f"{len(kernel.params)}")
@@ -427,7 +427,7 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
         if isinstance(stmt, ast.Return):
             value = stmt.value
             items = value.elts if isinstance(value, ast.Tuple) else [value]
-            outs = [ast.unparse(e) for e in items]
+            outs = [ast.unparse(Calls().visit(e)) for e in items]
             lines.append(f"return ({', '.join(outs)},)" if exported.several else f"return {outs[0]}")
             continue
         stmt = Calls().visit(stmt)

@@ -131,3 +131,46 @@ def test_a_softmax_seed_reads_each_row_twice_as_torch_compile_on_a_gpu_does(tmp_
     ran = subprocess.run([sys.executable, "-c", compare], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert ran.stdout.strip().splitlines()[-1:] == ["True"], ran.stderr[-2000:]
+
+
+def test_a_seed_that_returns_a_view_of_its_buffer_runs(tmp_path):
+    """Inductor hands a pooled result back as a view of its buffer (`reinterpret_tensor` in the return and in
+    kernel arguments); the seed must make that view itself, not name Inductor's helper."""
+    import os
+
+    problem = tmp_path / "avg_pool.py"
+    problem.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pool = nn.AvgPool1d(kernel_size=4, stride=2, padding=1)
+
+            def forward(self, x):
+                return self.pool(x)
+
+
+        def get_inputs():
+            return [torch.randn(4, 8, 64)]
+
+
+        def get_init_inputs():
+            return []
+    """))
+    seed = tmp_path / "seed.py"
+    inductor_seeds([problem], seed)
+    assert "reinterpret_tensor" not in seed.read_text()
+    compare = textwrap.dedent(f"""
+        import importlib.util, torch
+        spec = importlib.util.spec_from_file_location("seed", {str(seed)!r})
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        x = torch.randn(4, 8, 64)
+        print(torch.allclose(module.ModelNew()(x), module.Model()(x), atol=1e-5, rtol=1e-5))
+    """)
+    ran = subprocess.run([sys.executable, "-c", compare], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert ran.stdout.strip().splitlines()[-1:] == ["True"], ran.stderr[-2000:]
