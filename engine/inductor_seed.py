@@ -116,21 +116,82 @@ def _online_softmax_on_cpu():
 
 def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
                     output_padding: Any, groups: int) -> Any:
-    """A 2-d convolution as im2col (`F.unfold`) and a matmul, so Inductor writes Triton for all of it."""
+    """A 1-, 2- or 3-d convolution, grouped or transposed, as im2col (`F.unfold`) and matmuls, so Inductor
+    writes Triton for all of it: a transposed one is the direct convolution of the input with zeros between its
+    elements and the weight flipped; a 1-d one is a 2-d one of height 1; a 3-d one sums a 2-d one per kernel
+    depth over strided depth slices."""
+    dims = x.dim() - 2
+    if dims not in (1, 2, 3):
+        return NotImplemented
+    stride, padding, dilation = list(stride), list(padding), list(dilation)
+    if transposed:
+        x, weight = _transposed_as_direct(x, weight, stride, padding, list(output_padding), dilation, groups)
+        stride, padding = [1] * dims, [0] * dims
+    if dims == 1:
+        y = _conv2d_as_matmul(x.unsqueeze(2), weight.unsqueeze(2), [1, stride[0]], [0, padding[0]],
+                              [1, dilation[0]], groups).squeeze(2)
+    elif dims == 2:
+        y = _conv2d_as_matmul(x, weight, stride, padding, dilation, groups)
+    else:
+        y = _conv3d_as_matmul(x, weight, stride, padding, dilation, groups)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, *[1] * dims)
+    return y
+
+
+def _conv2d_as_matmul(x: Any, weight: Any, stride: list, padding: list, dilation: list, groups: int) -> Any:
     import torch
     import torch.nn.functional as F
 
-    if transposed or groups != 1 or x.dim() != 4:
-        return NotImplemented
-    n, _, h, w = x.shape
+    n, c, h, w = x.shape
     out_c, _, kh, kw = weight.shape
     oh = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # [n, c*kh*kw, oh*ow]
-    y = torch.matmul(weight.reshape(out_c, -1), cols)  # [n, out_c, oh*ow]
-    if bias is not None:
-        y = y + bias.reshape(1, out_c, 1)
+    cols = cols.reshape(n, groups, (c // groups) * kh * kw, oh * ow)
+    y = torch.matmul(weight.reshape(groups, out_c // groups, -1), cols)  # [n, groups, out_c/groups, oh*ow]
     return y.reshape(n, out_c, oh, ow)
+
+
+def _conv3d_as_matmul(x: Any, weight: Any, stride: list, padding: list, dilation: list, groups: int) -> Any:
+    import torch.nn.functional as F
+
+    n, c, d = x.shape[:3]
+    kd = weight.shape[2]
+    od = (d + 2 * padding[0] - dilation[0] * (kd - 1) - 1) // stride[0] + 1
+    x = F.pad(x, (0, 0, 0, 0, padding[0], padding[0]))
+    y = None
+    for k in range(kd):
+        start = k * dilation[0]
+        frames = x[:, :, start:start + (od - 1) * stride[0] + 1:stride[0]]  # [n, c, od, h, w]
+        frames = frames.permute(0, 2, 1, 3, 4).reshape(n * od, c, *x.shape[3:])
+        part = _conv2d_as_matmul(frames, weight[:, :, k], stride[1:], padding[1:], dilation[1:], groups)
+        y = part if y is None else y + part
+    return y.reshape(n, od, *y.shape[1:]).permute(0, 2, 1, 3, 4)
+
+
+def _transposed_as_direct(x: Any, weight: Any, stride: list, padding: list, output_padding: list, dilation: list,
+                          groups: int) -> tuple[Any, Any]:
+    """(input, weight) of the direct convolution (stride 1, no padding) that a transposed one equals."""
+    import torch.nn.functional as F
+
+    dims = x.dim() - 2
+    for i, s in enumerate(stride):  # s - 1 zeros between neighbours along each spatial dim
+        if s > 1:
+            dim = 2 + i
+            up = F.pad(x.unsqueeze(dim + 1), [0, 0] * (x.dim() - dim - 1) + [0, s - 1])
+            length = x.shape[dim]
+            x = up.reshape(*x.shape[:dim], length * s, *x.shape[dim + 1:]).narrow(dim, 0, (length - 1) * s + 1)
+    kernel = weight.shape[2:]
+    pads = []
+    for i in reversed(range(dims)):  # F.pad lists the last dim first; negative values crop
+        left = dilation[i] * (kernel[i] - 1) - padding[i]
+        pads += [left, left + output_padding[i]]
+    x = F.pad(x, pads)
+    in_c, out_per_group = weight.shape[:2]
+    weight = weight.reshape(groups, in_c // groups, out_per_group, *kernel).transpose(1, 2)
+    weight = weight.reshape(groups * out_per_group, in_c // groups, *kernel).flip(list(range(2, 2 + dims)))
+    return x, weight
 
 
 def _decompositions(library: bool) -> dict:
@@ -563,8 +624,9 @@ def _graph_ops(exported: _Exported) -> list[str]:
             for n in exported.graph_module.graph.nodes if n.op == "call_function"]
 
 
-def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper]:
-    """(the exported graph, Inductor's code, that code read). GEMMs and convolutions stay library calls where
+def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper, frozenset[str]]:
+    """(the exported graph, Inductor's code, that code read, the library ops a candidate may call for this
+    problem). GEMMs and convolutions stay library calls where
     the problem computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a
     GPU; a problem that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets
     them in Triton (exported again with its convolutions lowered: a graph without any is exported once)."""
@@ -572,24 +634,31 @@ def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper]:
 
     exported = export_problem(model, inputs, library=True)
     ops = _graph_ops(exported)
-    if library_leave(ops):
+    allowed = library_leave(ops)
+    if allowed:
         code = inductor_code(exported, library=True)
         wrapper = _Wrapper(code)
         if wrapper.kernels:
-            return exported, code, wrapper
+            return exported, code, wrapper, allowed
     if LIBRARY_OPS & set(ops):
         exported = export_problem(model, inputs)
     code = inductor_code(exported)
-    return exported, code, _Wrapper(code)
+    return exported, code, _Wrapper(code), allowed
 
 
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
-    exported, code, wrapper = _generate(model, inputs)
+    exported, code, wrapper, allowed = _generate(model, inputs)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:
         raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
+    from .problem_spec import LIBRARY_OPS
+
+    kept = sorted(op for op in extern if op in LIBRARY_OPS and op not in allowed)
+    if kept:  # the harness would refuse the seed: the library call is the problem's own work
+        raise SeedError(f"Inductor leaves the problem's {kept[0]} to the library, and it is all the problem "
+                        "computes (its own Triton only moves data): not a solution of the seed's own")
     future, problem_source = _problem_source(problem)
     parts = [_PRELUDE.format(
         problem_name=problem.name, future=future, extern=extern,

@@ -146,3 +146,43 @@ def test_a_seed_keeps_the_conv_a_library_call_only_where_the_problem_does_more(t
     problem.write_text(textwrap.dedent(CONV_ONLY))
     (alone,) = inductor_seeds([problem], tmp_path / "alone.py")
     assert alone["extern"] == [] and "tl.dot(" in Path(alone["seed"]).read_text()
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_seeds_convolution_lowering_is_aten_convolution(dims, transposed):
+    """Grouped, strided, padded, dilated, transposed (with output padding), in 1, 2 and 3 dims: the im2col and
+    matmul form the seed hands Inductor computes what aten's convolution does."""
+    import torch
+
+    from autokernel.engine.inductor_seed import _conv_as_matmul
+
+    torch.manual_seed(0)
+    for groups, stride, padding, dilation in [(1, 1, 0, 1), (2, 2, 1, 1), (2, 3, 1, 2), (1, 1, 2, 3)]:
+        x = torch.randn(2, 4, *[7, 6, 5][:dims], dtype=torch.float64)
+        kernel = [3, 2, 3][:dims]
+        weight = torch.randn(*((4, 6 // groups) if transposed else (6, 4 // groups)), *kernel, dtype=torch.float64)
+        bias = torch.randn(6, dtype=torch.float64)
+        out_pad = [min(stride, dilation) - 1 if transposed and stride > 1 else 0] * dims
+        args = (x, weight, bias, [stride] * dims, [padding] * dims, [dilation] * dims, transposed, out_pad, groups)
+        want = torch.ops.aten.convolution(*args)
+        got = _conv_as_matmul(*args)
+        assert got.shape == want.shape and torch.allclose(got, want, atol=1e-9), (groups, stride, padding, dilation)
+
+
+def test_a_seed_that_would_leave_the_whole_problem_to_the_library_is_refused(tmp_path, monkeypatch):
+    """Where the conv stays a library call although it is all the problem computes (here: a lowering that
+    declines), the harness would refuse the seed; it is refused as it is made, with the reason."""
+    import torch
+
+    import autokernel.engine.inductor_seed as seeding
+
+    monkeypatch.setattr(seeding, "_conv_as_matmul", lambda *args: NotImplemented)
+    problem = tmp_path / "conv_only.py"
+    problem.write_text(textwrap.dedent(CONV_ONLY))
+    namespace: dict = {}
+    exec(compile(problem.read_text(), str(problem), "exec"), namespace)
+    torch.manual_seed(0)
+    model = namespace["Model"](*namespace["get_init_inputs"]())
+    with pytest.raises(seeding.SeedError, match="leaves the problem's convolution to the library"):
+        seeding.write_seed(problem, model, namespace["get_inputs"]())
