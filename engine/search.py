@@ -84,6 +84,8 @@ class SearchContext:
     started_at: float = field(default_factory=time.monotonic)
     hint: str = ""
     size: str | None = None  # the size the problem was profiled at (the worker builds it the same)
+    # why a target must leave what is left of the budget to the targets after it (None: it need not)
+    reserve: Callable[[str], str | None] | None = None
     _seen_usage: tuple[int, int, float] = (0, 0, 0.0)
 
     def __post_init__(self) -> None:
@@ -303,7 +305,7 @@ class TargetSearch:
         if self.takes_skip() and ctl.take_skip():
             return "skipped", "skipped by the person"
         if budget:
-            why = self.ctx.budget_reason()
+            why = self.ctx.budget_reason() or (self.ctx.reserve and self.ctx.reserve(self.t.name))
             if why:
                 return "budget", why
         return None

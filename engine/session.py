@@ -31,8 +31,8 @@ from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_
 from .search_state import SearchState, slower_than_eager
 from .store import Recorder, Store, StoreWriteError
 from .target_scheduler import TargetScheduler
-from .whole_problem import (FALLBACK, FIRST, choose_route, covered_share, fallback_not_needed, whole_placement,
-                            with_whole_target)
+from .whole_problem import (FALLBACK, FIRST, choose_route, covered_share, fallback_not_needed, fallback_reserve,
+                            whole_placement, with_whole_target)
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
@@ -330,6 +330,9 @@ class OptimizeSession:
                                     worker=worker, control=self.control, limits=cfg.limits(), device=device,
                                     device_name=self.device_name, workdir=session_dir(self.session_id),
                                     hint=cfg.hint, size=cfg.size)
+                if any(p.get(FALLBACK) for p in todo):
+                    ctx.reserve = lambda name: fallback_reserve(self.state.targets, self.state.experiments,
+                                                                cfg.max_experiments, name)
                 TargetScheduler(self._searches(self._walk(todo, ctx, emit, device), ctx, emit),
                                 self.control).run(worker)
                 worker.close()

@@ -51,6 +51,17 @@ def fallback_not_needed(targets: dict[str, Any]) -> str:
     return ""
 
 
+def fallback_reserve(targets: dict[str, Any], experiments: int, max_experiments: int | None, name: str) -> str | None:
+    """Why kernel-type target `name` ends now: one experiment of the budget is the fallback's (its seed), while
+    the fallback is still needed and not started. None under no experiment cap (the fallback comes at the
+    kernel types' plateau) and for the whole-problem target itself."""
+    if name == PROBLEM_TARGET or max_experiments is None or PROBLEM_TARGET in targets:
+        return None
+    if experiments < max_experiments - 1 or fallback_not_needed(targets):
+        return None
+    return "the last experiment is kept for the whole-problem fallback (no kernel kept is faster than eager)"
+
+
 def kernel_route_speedup(use: list[tuple[Any, Any]], rows: list[dict]) -> float | None:
     """The problem's speedup over eager with these kernel-type bests swapped in, by Amdahl's law over the
     profile (each kernel type's rows at its best's measured speedup); None where a speedup was not measured."""

@@ -54,15 +54,16 @@ class WholeWriter:
     name = "whole-writer"
     whole_problems = True
 
-    def __init__(self, fail_whole: bool = False):
+    def __init__(self, fail_whole: bool = False, ideas_per_target: int = 1):
         self.asked: list[str] = []
+        self.ideas_per_target = ideas_per_target  # then the target ends (exhausted), the next one opens
         self.fail_whole = fail_whole  # every whole ModelNew it writes is wrong
 
     def propose(self, ctx):
         from autokernel.engine.agents.base import Idea, Variant
 
         self.asked.append(ctx.kernel)
-        if self.asked.count(ctx.kernel) > 1:  # one idea per target: the target ends, the next one opens
+        if self.asked.count(ctx.kernel) > self.ideas_per_target:
             return []
         ms = (getattr(ctx.parent_measurement, "kernel_ms", None) or 0.55) * 0.9  # none yet for a whole ModelNew
         return [Idea(tier=1, title=f"try {len(self.asked)}", hypothesis="faster",
@@ -81,7 +82,7 @@ class ProblemFakeWorker(FakeWorker):
         return super().bench(path, kernel, shapes or [{}], dtype, backend)
 
 
-def _session(tmp_path, monkeypatch, rows, starter_ms, agent=None):
+def _session(tmp_path, monkeypatch, rows, starter_ms, agent=None, max_experiments=8):
     """Run a KernelBench-mode session of fake kernels over `rows`; its target order, its log, and the kernels its
     integration was handed (the ModelNew check itself answers as a correct one that ran them)."""
     import autokernel.engine.integrate as integrate
@@ -99,7 +100,8 @@ def _session(tmp_path, monkeypatch, rows, starter_ms, agent=None):
                                     model_ms=1.0, eager_ms=1.5, speedup_eager=1.5, meaningful=True)
 
     monkeypatch.setattr(integrate, "integrate_session_kernels", check)
-    config = SessionConfig(model_path=str(problem), device="cpu", max_experiments=8, integration="kernelbench")
+    config = SessionConfig(model_path=str(problem), device="cpu", max_experiments=max_experiments,
+                           integration="kernelbench")
     store = Store(tmp_path / "s.db")
     session = OptimizeSession(config, store, agent=agent or WholeWriter(), worker=ProblemFakeWorker(meaningful=True),
                               profiler=profile)
@@ -140,3 +142,12 @@ def test_a_whole_problem_that_failed_leaves_model_new_to_the_kernel_types(tmp_pa
     assert run.handed == ["fakesoft"]
     row = result_from_session(Problem("p", run.problem), run.session, "whole-writer", 1.0)
     assert row.status == "correct" and row.kernels == ["fakesoft"], row
+
+
+def test_a_tight_budget_keeps_the_fallbacks_seed_its_experiment(tmp_path, monkeypatch):
+    run = _session(tmp_path, monkeypatch, _rows(0.9), starter_ms=4.0, agent=WholeWriter(ideas_per_target=99),
+                   max_experiments=3)
+    assert run.started == ["fakesoft", PROBLEM_TARGET], run.started
+    assert any("kept for the whole-problem fallback" in m for m in run.logs), run.logs
+    per_target = {name: len(t.candidates) for name, t in run.session.state.targets.items()}
+    assert per_target == {"fakesoft": 2, PROBLEM_TARGET: 1}, per_target
