@@ -54,8 +54,11 @@ def fallback_not_needed(targets: dict[str, Any]) -> str:
 def fallback_reserve(targets: dict[str, Any], experiments: int, max_experiments: int | None, name: str) -> str | None:
     """Why kernel-type target `name` ends now: one experiment of the budget is the fallback's (its seed), while
     the fallback is still needed and not started. None under no experiment cap (the fallback comes at the
-    kernel types' plateau) and for the whole-problem target itself."""
+    kernel types' plateau), for the whole-problem target itself, and before the target's starter ran (a kernel
+    type is planned first: it is never left without a measurement)."""
     if name == PROBLEM_TARGET or max_experiments is None or PROBLEM_TARGET in targets:
+        return None
+    if name not in targets or not targets[name].candidates:
         return None
     if experiments < max_experiments - 1 or fallback_not_needed(targets):
         return None

@@ -151,3 +151,9 @@ def test_a_tight_budget_keeps_the_fallbacks_seed_its_experiment(tmp_path, monkey
     assert any("kept for the whole-problem fallback" in m for m in run.logs), run.logs
     per_target = {name: len(t.candidates) for name, t in run.session.state.targets.items()}
     assert per_target == {"fakesoft": 2, PROBLEM_TARGET: 1}, per_target
+
+
+def test_under_a_cap_of_one_the_kernel_types_starter_still_runs(tmp_path, monkeypatch):
+    run = _session(tmp_path, monkeypatch, _rows(0.9), starter_ms=4.0, agent=WholeWriter(ideas_per_target=99),
+                   max_experiments=1)
+    assert run.started == ["fakesoft"] and len(run.session.state.targets["fakesoft"].candidates) == 1
