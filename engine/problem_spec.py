@@ -49,7 +49,15 @@ SIGNATURE = "class ModelNew(torch.nn.Module): ModelNew(*get_init_inputs()), forw
 # part of a problem that has other work too (a conv's bias and activations, a GEMM's epilogue), as torch.compile
 # does on a GPU; a problem that is nothing but these gets no such leave: its candidate writes the kernel.
 LIBRARY_OPS = frozenset({"convolution", "_convolution", "mm", "addmm", "bmm", "baddbmm"})
-ATOL = RTOL = 1e-2  # KernelBench's tolerance: a ModelNew's outputs against Model's, elementwise
+ATOL = RTOL = 1e-2  # the harness stages' screening tolerance for a whole ModelNew (against a float64 reference)
+# KernelBench's verdict on a ModelNew (its current release, `get_tolerance_for_precision`): outputs against
+# Model's, elementwise, atol = rtol by the output's dtype (float32 1e-4, half types 1e-2).
+KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 1e-2, "float64": 1e-4}
+
+
+def kernelbench_tolerance(dtype: Any) -> float:
+    """atol = rtol for an output of `dtype` (a torch dtype), as KernelBench judges it."""
+    return KERNELBENCH_TOLERANCE.get(str(dtype).removeprefix("torch."), 1e-4)
 SEED = 42  # KernelBench's seed: Model and ModelNew are each built right after torch.manual_seed(SEED)
 SCALES = {"large": 1e3, "tiny": 1e-3}  # milder than a kernel's: a whole model multiplies its inputs through
 NOTES = (
