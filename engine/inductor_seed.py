@@ -194,6 +194,20 @@ def _transposed_as_direct(x: Any, weight: Any, stride: list, padding: list, outp
     return x, weight
 
 
+def _vector_product_as_reduction(a: Any, b: Any) -> Any:
+    """A matrix-vector, vector-matrix or outer product as a multiply (and a sum): Inductor's Triton matmul takes
+    no dimension of 1 and would leave such a product to the library; as a reduction it writes Triton for it."""
+    m, k = a.shape
+    n = b.shape[1]
+    if n == 1:
+        return (a * b.reshape(1, k)).sum(dim=1, keepdim=True)
+    if m == 1:
+        return (a.reshape(k, 1) * b).sum(dim=0, keepdim=True)
+    if k == 1:
+        return a * b
+    return NotImplemented
+
+
 def _decompositions(library: bool) -> dict:
     import torch
     from torch.export import default_decompositions
@@ -201,6 +215,7 @@ def _decompositions(library: bool) -> dict:
     table = default_decompositions()
     if not library:
         table[torch.ops.aten.convolution.default] = _conv_as_matmul
+        table[torch.ops.aten.mm.default] = _vector_product_as_reduction
     return table
 
 

@@ -186,3 +186,52 @@ def test_a_seed_that_would_leave_the_whole_problem_to_the_library_is_refused(tmp
     model = namespace["Model"](*namespace["get_init_inputs"]())
     with pytest.raises(seeding.SeedError, match="leaves the problem's convolution to the library"):
         seeding.write_seed(problem, model, namespace["get_inputs"]())
+
+
+def test_a_matrix_vector_product_is_seeded_as_a_triton_reduction(tmp_path):
+    """Inductor's Triton matmul takes no dimension of 1 and leaves a GEMV to the library (a seed with nothing
+    of its own); the seed writes it as a multiply-and-sum reduction, which computes what matmul does."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from autokernel.engine.inductor_seed import _vector_product_as_reduction
+
+    a, v = torch.randn(8, 32, dtype=torch.float64), torch.randn(32, 1, dtype=torch.float64)
+    for x, y in [(a, v), (v.T, a.T), (a[:, :1], v.T)]:  # matrix-vector, vector-matrix, outer
+        assert torch.allclose(_vector_product_as_reduction(x, y), x @ y)
+    assert _vector_product_as_reduction(a, a.T) is NotImplemented  # a GEMM stays Inductor's matmul
+
+    problem = tmp_path / "gemv.py"
+    problem.write_text(textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return torch.matmul(a, b)
+
+
+        def get_inputs():
+            return [torch.randn(16, 256), torch.randn(256, 1)]
+
+
+        def get_init_inputs():
+            return []
+    """))
+    (seed,) = inductor_seeds([problem], tmp_path / "seed.py")
+    assert seed["extern"] == [] and seed["kernels"]
+    compare = textwrap.dedent(f"""
+        import importlib.util, torch
+        spec = importlib.util.spec_from_file_location("seed", {seed['seed']!r})
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        a, b = module.get_inputs()
+        print(torch.allclose(module.ModelNew()(a, b), a @ b, atol=1e-4, rtol=1e-4))
+    """)
+    ran = subprocess.run([sys.executable, "-c", compare], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert ran.stdout.strip().splitlines()[-1:] == ["True"], ran.stderr[-2000:]
