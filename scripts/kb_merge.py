@@ -5,6 +5,9 @@
     python scripts/kb_merge.py chunk1/kb_batch.json chunk2/kb_batch.json -o sample.json
 
 A problem in two chunks is an error (the score would count it twice); the chunks' devices and agents must agree.
+A rerun of some problems of the chunks (after a fix, with the same settings) replaces their rows:
+
+    python scripts/kb_merge.py chunk1/kb_batch.json --rerun fixed/kb_batch.json -o sample.json
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from pathlib import Path
 from autokernel.engine.kernelbench import ProblemResult, fast_p, status_counts
 
 
-def merge(docs: list[dict]) -> dict:
-    """The merged document: every chunk's rows, fast_p and statuses over all of them, and each chunk's command."""
+def merge(docs: list[dict], reruns: list[dict] = ()) -> dict:
+    """The merged document: every chunk's rows (a rerun's row in place of its problem's), fast_p and statuses over
+    all of them, and each chunk's and rerun's command."""
     for key in ("device", "agent"):
-        seen = {d.get(key) for d in docs}
+        seen = {d.get(key) for d in [*docs, *reruns]}
         if len(seen) > 1:
             raise ValueError(f"the chunks ran with different {key}s: {sorted(map(str, seen))}")
     rows = [ProblemResult.from_json(p) for d in docs for p in d["problems"]]
@@ -28,22 +32,31 @@ def merge(docs: list[dict]) -> dict:
     twice = sorted({p for p in paths if paths.count(p) > 1})
     if twice:
         raise ValueError(f"a problem is in more than one chunk: {twice[0]}")
+    again = {r.path: r for r in (ProblemResult.from_json(p) for d in reruns for p in d["problems"])}
+    unknown = sorted(set(again) - set(paths))
+    if unknown:
+        raise ValueError(f"a rerun problem is in no chunk: {unknown[0]}")
+    rows = [again.get(r.path, r) for r in rows]
     finished = [r for r in rows if r.status != "stopped"]
     return {"problems": [r.to_json() for r in rows], "fast_p": fast_p(finished),
             "statuses": status_counts(r.status for r in rows), "counted": len(finished),
             "total": sum(d.get("total", len(d["problems"])) for d in docs),
             "complete": all(d.get("complete") for d in docs),
             "meaningful": all(d.get("meaningful") for d in docs), "device": docs[0].get("device"),
-            "agent": docs[0].get("agent"), "chunks": [d.get("command") for d in docs]}
+            "agent": docs[0].get("agent"), "chunks": [d.get("command") for d in docs],
+            "reruns": [d.get("command") for d in reruns], "rerun_problems": len(again)}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("batches", nargs="+", help="the JSON documents of `autokernel kernelbench ... --json`")
+    p.add_argument("--rerun", action="append", default=[], metavar="JSON",
+                   help="a batch that ran some of the chunks' problems again: its rows replace theirs")
     p.add_argument("-o", "--out", required=True)
     args = p.parse_args(argv)
     try:
-        merged = merge([json.loads(Path(b).read_text()) for b in args.batches])
+        merged = merge([json.loads(Path(b).read_text()) for b in args.batches],
+                       [json.loads(Path(b).read_text()) for b in args.rerun])
     except (OSError, ValueError, KeyError) as e:
         print(f"kb_merge: {e}", file=sys.stderr)
         return 2

@@ -44,3 +44,20 @@ def test_a_problem_in_two_chunks_or_chunks_on_two_devices_are_refused(tmp_path):
         done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), str(tmp_path / second),
                                "-o", str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and why in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_rerun_replaces_its_problems_rows_and_must_be_of_the_chunks(tmp_path):
+    chunk = [_row("1_a", "incorrect"), _row("2_b", "correct", 2.0)]
+    rerun = [_row("1_a", "correct", 1.5)]
+    (tmp_path / "a.json").write_text(json.dumps(_chunk(chunk)))
+    (tmp_path / "fix.json").write_text(json.dumps(_chunk(rerun)))
+    (tmp_path / "stray.json").write_text(json.dumps(_chunk([_row("9_z", "correct", 1.0)])))
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), "--rerun", str(tmp_path / "fix.json"),
+                           "-o", str(tmp_path / "all.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert [r["status"] for r in merged["problems"]] == ["correct", "correct"] and merged["total"] == 2
+    assert merged["fast_p"] == fast_p([rerun[0], chunk[1]]) and merged["rerun_problems"] == 1
+    done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), "--rerun", str(tmp_path / "stray.json"),
+                           "-o", str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "a rerun problem is in no chunk: /kb/9_z.py" in done.stderr
