@@ -31,8 +31,7 @@ from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_
 from .search_state import SearchState, slower_than_eager
 from .store import Recorder, Store, StoreWriteError
 from .target_scheduler import TargetScheduler
-from .whole_problem import (FALLBACK, FIRST, choose_route, covered_share, fallback_not_needed, fallback_reserve,
-                            whole_placement, with_whole_target)
+from .whole_problem import FALLBACK, choose_route, fallback_not_needed, fallback_reserve, with_whole_target
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
 
@@ -148,17 +147,6 @@ def row_dict(row: Any) -> dict[str, Any]:
 
 def dtype_name(value: Any) -> str:
     return DTYPE_ALIASES.get(str(value), str(value)) if value is not None else "fp32"
-
-
-def _whole_line(plan: list[dict], rows: list[dict]) -> str:
-    """The log line that says where the whole-problem target went in the plan, and why."""
-    kinds = [p for p in plan if p["kind"] != PROBLEM_TARGET]
-    share = covered_share(kinds, rows)
-    if whole_placement(kinds, rows) == FIRST:
-        return (f"the kernel types cover {100 * share:.0f}% of the profiled time: the whole problem "
-                f"({PROBLEM_TARGET!r}) is searched first")
-    return (f"the kernel types cover {100 * share:.0f}% of the profiled time: the whole problem "
-            f"({PROBLEM_TARGET!r}) is the fallback, searched if none of them keeps a kernel faster than eager")
 
 
 def plan_targets(rows: list[dict], backend: str, log: Callable[[str], None], device: str = "cuda",
@@ -307,9 +295,9 @@ class OptimizeSession:
                     emit(ev.Log(level="info", message=f"no operation of a known kernel type: {how} "
                                                       f"the whole ModelNew (target {PROBLEM_TARGET!r})"))
             elif plan and self._whole_problem_allowed():  # beside the kernel types: first, or as the fallback
-                plan = with_whole_target(plan, self.state.profile.rows,
-                                         problem_target(self.state.profile.rows, cfg.backend, device))
-                emit(ev.Log(level="info", message=_whole_line(plan, self.state.profile.rows)))
+                plan, placed = with_whole_target(plan, self.state.profile.rows,
+                                                 problem_target(self.state.profile.rows, cfg.backend, device))
+                emit(ev.Log(level="info", message=placed))
             if not plan:
                 emit(ev.Log(level="warning", message="no profiled operation has a kernel spec: nothing to optimize"))
             todo = [p for p in plan if self.state.targets.get(p["kind"]) is None

@@ -18,7 +18,7 @@ from .search_state import slower_than_eager
 
 # Below this share of the profiled time in rows of the planned kernel types, the whole problem goes first.
 WHOLE_FIRST_BELOW = 0.8
-FIRST, FALLBACK = "first", "fallback"
+FALLBACK = "fallback"  # the plan entry's mark of a whole-problem target searched only if needed
 
 
 def covered_share(plan: list[dict], rows: list[dict]) -> float:
@@ -30,16 +30,15 @@ def covered_share(plan: list[dict], rows: list[dict]) -> float:
     return covered / total if total > 0 else 0.0
 
 
-def whole_placement(plan: list[dict], rows: list[dict]) -> str:
-    """FIRST when the plan's kernel types cover less than WHOLE_FIRST_BELOW of the time, else FALLBACK."""
-    return FIRST if covered_share(plan, rows) < WHOLE_FIRST_BELOW else FALLBACK
-
-
-def with_whole_target(plan: list[dict], rows: list[dict], entry: dict) -> list[dict]:
-    """The plan with the whole-problem entry placed first or as the fallback (last, marked)."""
-    if whole_placement(plan, rows) == FIRST:
-        return [entry, *plan]
-    return [*plan, {**entry, FALLBACK: True}]
+def with_whole_target(plan: list[dict], rows: list[dict], entry: dict) -> tuple[list[dict], str]:
+    """The plan with the whole-problem entry placed first (the plan's kernel types cover less than
+    WHOLE_FIRST_BELOW of the time) or as the fallback (last, marked), and a line that says which and why."""
+    share = covered_share(plan, rows)
+    said = f"the kernel types cover {100 * share:.0f}% of the profiled time: the whole problem ({PROBLEM_TARGET!r})"
+    if share < WHOLE_FIRST_BELOW:
+        return [entry, *plan], f"{said} is searched first"
+    return [*plan, {**entry, FALLBACK: True}], (f"{said} is the fallback, searched if none of them keeps a kernel "
+                                                "faster than eager")
 
 
 def fallback_not_needed(targets: dict[str, Any]) -> str:

@@ -28,9 +28,10 @@ def test_coverage_is_of_the_rows_time_and_places_the_whole_problem():
     assert covered_share([{"kind": "softmax"}], ROWS) == pytest.approx(0.4)
     # time in no row (what the profiler could not attribute) counts for neither side
     assert covered_share([{"kind": "softmax"}], [{"kind": "softmax", "share": 0.45}]) == 1.0
-    low = with_whole_target([{"kind": "softmax", "row": 1}], ROWS, WHOLE)
+    low, said = with_whole_target([{"kind": "softmax", "row": 1}], ROWS, WHOLE)
     assert [p["kind"] for p in low] == [PROBLEM_TARGET, "softmax"] and not low[0].get(FALLBACK)
-    high = with_whole_target([{"kind": "softmax", "row": 0}], [{"kind": "softmax", "share": 0.9},
+    assert said.startswith("the kernel types cover 40% of the profiled time") and said.endswith("searched first")
+    high, _ = with_whole_target([{"kind": "softmax", "row": 0}], [{"kind": "softmax", "share": 0.9},
                                                                 {"kind": "other", "share": 0.1}], WHOLE)
     assert [p["kind"] for p in high] == ["softmax", PROBLEM_TARGET] and high[1][FALLBACK]
 
