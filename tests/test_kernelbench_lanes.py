@@ -44,10 +44,9 @@ def problems(tmp_path, monkeypatch):
     return discover([folder])[0]
 
 
-def _wait(condition, what: str, timeout_s: float = 90.0) -> None:
-    deadline = time.time() + timeout_s
+def _wait(condition) -> None:
+    """Until `condition()` holds; a batch that never gets there is ended by the test's pytest timeout."""
     while not condition():
-        assert time.time() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
 
 
@@ -55,6 +54,7 @@ def _events(store, sid, cls=ev.Event):
     return [e for _, e in store.events(sid) if isinstance(e, cls)]
 
 
+@pytest.mark.timeout(600)
 def test_two_lanes_run_side_by_side_a_killed_child_errs_and_a_stopped_batch_resumes(tmp_path, problems,
                                                                                       monkeypatch):
     store = Store(tmp_path / "s.db")
@@ -67,7 +67,7 @@ def test_two_lanes_run_side_by_side_a_killed_child_errs_and_a_stopped_batch_resu
     try:
         # the two slow problems run at the same time, each in a process of its own
         _wait(lambda: {0, 1} <= set(batch.sessions) and all(
-            _events(store, batch.sessions[i], ev.Decision) for i in (0, 1)), "both slow problems deciding")
+            _events(store, batch.sessions[i], ev.Decision) for i in (0, 1)))
         first, killed = batch.sessions[0], batch.sessions[1]
         rows = [store.session(first), store.session(killed)]
         assert [r["status"] for r in rows] == ["running", "running"]
@@ -75,12 +75,11 @@ def test_two_lanes_run_side_by_side_a_killed_child_errs_and_a_stopped_batch_resu
         assert len(pids) == 2 and os.getpid() not in pids
         os.kill(store.session(killed)["pid"], signal.SIGKILL)
         # the lane goes on with the next problem while the first one still runs
-        _wait(lambda: 1 in batch.rows and 2 in batch.sessions, "the next problem")
+        _wait(lambda: 1 in batch.rows and 2 in batch.sessions)
         assert 0 not in batch.rows and store.session(first)["status"] == "running"
     finally:
         batch.stop()
-        job.join(60)
-    assert not job.is_alive()
+        job.join()  # the batch ends once its children stopped (else the test's pytest timeout ends it)
     report = store.session(batch.batch_id)["summary"]
     assert [r["status"] for r in report["problems"]] == ["stopped", "error", "stopped"]
     assert [r["name"] for r in report["problems"]] == ["1_slow", "2_slow", "3_wrong_slow"]
