@@ -297,6 +297,7 @@ class _Kernel:
     config: dict  # Inductor's first heuristic choice: block sizes, num_warps, num_stages
     inductor_meta: dict
     others: list[dict] = field(default_factory=list)  # the heuristic's other configs, in its order
+    dots: bool = False  # its tl.dot calls take their precision from the launch (`DOT_TF32`, `_DotPrecision`)
 
 
 def _heuristic_configs(kind: str, kwargs: dict) -> list:
@@ -373,8 +374,35 @@ def _parse_kernel(name: str, index: int, source: str) -> _Kernel:
         other = {k: c[k] for k in knobs if k in c}
         if len(other) == len(knobs) and other != {k: config[k] for k in knobs} and other not in others:
             others.append(other)
+    precision = _DotPrecision()  # after the launch constants are read: DOT_TF32 is not one of Inductor's
+    precision.visit(kernel)
     return _Kernel(name, index, [ast.unparse(f) for f in functions], params, constexprs, config,
-                   kwargs.get("inductor_meta") or {}, others)
+                   kwargs.get("inductor_meta") or {}, others, precision.found)
+
+
+class _DotPrecision(ast.NodeTransformer):
+    """A kernel's `tl.dot(a, b, input_precision=p)` becomes `_dot_like_reference(a, b, DOT_TF32, p)`, and the
+    kernel takes `DOT_TF32: tl.constexpr`: Inductor wrote the precision for the process that generated the
+    code, while the problem's reference decides at run time (on a GPU, cuDNN runs a float32 convolution in
+    TF32 by default, and KernelBench judges float32 at 1e-4, below TF32's rounding)."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        self.generic_visit(node)
+        if self.found:
+            node.args.args.append(ast.arg("DOT_TF32", ast.parse("tl.constexpr", mode="eval").body))
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if ast.unparse(node.func) != "tl.dot" or len(node.args) != 2 or any(
+                k.arg != "input_precision" for k in node.keywords):
+            return node  # an accumulator or other options: left as Inductor wrote it
+        self.found = True
+        written = [k.value for k in node.keywords] or [ast.Constant("ieee")]  # the precision when not TF32
+        return ast.Call(ast.Name("_dot_like_reference"), [*node.args, ast.Name("DOT_TF32"), *written], [])
 
 
 def _grid(kernel: _Kernel, prefix: str) -> tuple[list[str], str]:
@@ -468,6 +496,8 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
             if not tensors:
                 raise SeedError("the problem has no tensor input or parameter to take the device from")
             lines.append(f"_device = {tensors[-1]}.device")
+            if any(k.dots for k in wrapper.kernels.values()):
+                lines.append(f"_dot_tf32 = _tf32_like_reference({tensors[-1]})")
             continue
         if text == "args.clear()":
             continue
@@ -493,6 +523,7 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                 lines.extend(grid_prefix)
                 call_args = [p if p.endswith("numel") else a for p, a in zip(kernel.params, args)]
                 meta = [f"{k}={prefix}_{k}" for k in kernel.constexprs]
+                meta += ["DOT_TF32=_dot_tf32"] if kernel.dots else []
                 meta += [f"num_warps={prefix}_WARPS", f"num_stages={prefix}_STAGES"]
                 lines.append(f"{kernel.name}[{grid}]({', '.join(call_args + meta)})")
                 launched.append(kernel.name)
@@ -585,6 +616,34 @@ if _os.environ.get("TRITON_INTERPRET") == "1":
     triton_helpers.libdevice = libdevice  # its own helpers (the online softmax's exp) call libdevice too
 
 EXTERN = {extern!r}  # library calls this seed makes (cuBLAS, cuDNN): allowed for part of a problem only
+REFERENCE_DOTS = {dots!r}  # what the problem's own matrix products are: their precision is this seed's
+
+
+def _tf32_like_reference(tensor):
+    """Whether the problem's reference computes its float32 products in TF32 here: on a GPU, cuDNN's
+    convolutions do by default (`torch.backends.cudnn.allow_tf32`), cuBLAS's matmuls only when asked."""
+    if tensor.device.type != "cuda" or tensor.dtype != torch.float32:
+        return False
+    if REFERENCE_DOTS == "convolution":
+        return torch.backends.cudnn.allow_tf32
+    return torch.backends.cuda.matmul.allow_tf32
+
+
+@triton.jit
+def _round_tf32(x):
+    # To TF32's 10-bit mantissa, to nearest with ties away from zero (the rounding of `cvt.rna.tf32.f32`);
+    # the tensor cores then multiply exactly what the library's TF32 kernels multiply.
+    bits = x.to(tl.uint32, bitcast=True)
+    return ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _dot_like_reference(a, b, DOT_TF32: tl.constexpr, WRITTEN: tl.constexpr):
+    if DOT_TF32:
+        out = tl.dot(_round_tf32(a), _round_tf32(b), input_precision="tf32")
+    else:
+        out = tl.dot(a, b, input_precision=WRITTEN)
+    return out
 
 
 def _state(module, dotted):
@@ -639,9 +698,9 @@ def _graph_ops(exported: _Exported) -> list[str]:
             for n in exported.graph_module.graph.nodes if n.op == "call_function"]
 
 
-def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper, frozenset[str]]:
+def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper, frozenset[str], bool]:
     """(the exported graph, Inductor's code, that code read, the library ops a candidate may call for this
-    problem). GEMMs and convolutions stay library calls where
+    problem, whether its convolutions were lowered to Triton). GEMMs and convolutions stay library calls where
     the problem computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a
     GPU; a problem that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets
     them in Triton (exported again with its convolutions lowered: a graph without any is exported once)."""
@@ -654,17 +713,17 @@ def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper, froze
         code = inductor_code(exported, library=True)
         wrapper = _Wrapper(code)
         if wrapper.kernels:
-            return exported, code, wrapper, allowed
+            return exported, code, wrapper, allowed, False
     if LIBRARY_OPS & set(ops):
         exported = export_problem(model, inputs)
     code = inductor_code(exported)
-    return exported, code, _Wrapper(code), allowed
+    return exported, code, _Wrapper(code), allowed, "convolution" in ops
 
 
 def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given."""
     problem = Path(problem).resolve()
-    exported, code, wrapper, allowed = _generate(model, inputs)
+    exported, code, wrapper, allowed, convs = _generate(model, inputs)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:
         raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
@@ -678,7 +737,8 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     parts = [_PRELUDE.format(
         problem_name=problem.name, future=future, extern=extern,
         why="Inductor's kernels, made launchable by hand",
-        extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else ""),
+        extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else "",
+        dots="convolution" if convs else "matmul"),
         f"# ---- the problem {problem.name}, verbatim ----\n{problem_source}\n# ---- end of the problem ----\n"]
     if consts:
         parts.append("_CONSTANTS = [" + ", ".join(

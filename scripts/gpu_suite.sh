@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
@@ -118,6 +118,12 @@ step_probe() {
   # Where the patched Llama forward loses time: host vs device, kernel by kernel (scripts/forward_probe.py).
   "$PY" scripts/forward_probe.py "$RESULTS" > "$RESULTS/forward_probe.txt" 2> "$RESULTS/forward_probe.log"
   echo "probe rc=$?"; cat "$RESULTS/forward_probe.txt"
+}
+
+step_tf32() {
+  # Which TF32 rounding cuDNN's float32 convolutions use (scripts/tf32_probe.py): the seed's lowered convs match it.
+  "$PY" scripts/tf32_probe.py --json "$RESULTS/tf32_probe.json" > "$RESULTS/tf32_probe.txt" 2>&1
+  echo "tf32 probe rc=$?"; cat "$RESULTS/tf32_probe.txt"
 }
 
 step_mma() {
