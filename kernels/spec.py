@@ -138,6 +138,10 @@ class KernelSpec:
     # (a whole problem gets only its own get_inputs(), which are contiguous).
     stability_modes: tuple[str, ...] = tuple(m for m in INPUT_MODES if m != "normal")
     noncontiguous_views: bool = True
+    # atol = rtol against the reference run as the user runs it (the inputs' own dtype, this device's library
+    # kernels: a cuDNN conv in TF32), by output dtype; None: only the float64 judge. A whole problem sets
+    # KernelBench's rule here, so a candidate that passes the stages also passes KernelBench's own check.
+    native_tolerance: Callable[[torch.dtype], float] | None = None
     # Dims that mostly repeat the same work (the rows of a row-wise kernel): a kernel usually picks its code
     # path by the others, so the CPU interpreter checks a shape too large for it with these cut to a few
     # (`engine/coverage.py`), and says that it did (a path chosen by the row count may still go unseen).

@@ -55,6 +55,10 @@ BAD = {
     "calls_the_reference": (GOOD_CUMSUM.replace("        return y\n", "        return torch.cumsum(x, dim=-1)\n"),
                             "calls the reference op aten::cumsum"),
     "wrong_result": (GOOD_CUMSUM.replace("tl.cumsum(x, axis=0)", "(tl.cumsum(x, axis=0) * 1.5)"), "max abs error"),
+    # Within 1e-2 of the exact answer, not within KernelBench's 1e-4 (float32) of Model's own: refused, as
+    # KernelBench would refuse it.
+    "off_by_kernelbench_rule": (GOOD_CUMSUM.replace("tl.cumsum(x, axis=0)", "(tl.cumsum(x, axis=0) * 1.003)"),
+                                "against the reference in its own dtype: max abs error"),
     "mutates_its_input": (GOOD_CUMSUM.replace("        x = x.contiguous()\n", "").replace(
         "        return y\n", "        x.zero_()\n        return y\n"), "ModelNew modified its input argument 0"),
     "adds_in_pytorch": (GOOD_CUMSUM.replace("        return y\n", "        return y + 0.0\n"),
