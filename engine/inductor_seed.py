@@ -225,6 +225,9 @@ class _Exported:
     args: list  # one value per placeholder, in order
     sources: list[tuple[str, Any]]  # per placeholder: ("input", index) | ("state", dotted name) | ("const", tensor)
     several: bool  # whether the forward returns a tuple/list
+    # Buffers the forward updates (a training-mode BatchNorm's running statistics), by dotted name: the graph
+    # returns their new values first, before the forward's own outputs.
+    mutations: list[str] = field(default_factory=list)
 
 
 def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported:
@@ -238,8 +241,11 @@ def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported
         ep = torch.export.export(model, tuple(inputs))
         ep = ep.run_decompositions(_decompositions(library))
     sig = ep.graph_signature
-    if any(o.kind != OutputKind.USER_OUTPUT for o in sig.output_specs):
-        raise SeedError("the forward mutates a buffer or input; the seed handles pure forwards only")
+    mutations = [o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION]
+    kinds = [o.kind for o in sig.output_specs]
+    if kinds != [OutputKind.BUFFER_MUTATION] * len(mutations) + [OutputKind.USER_OUTPUT] * (len(kinds) - len(mutations)):
+        raise SeedError("the forward mutates an input (or returns more than its outputs and new buffer values); "
+                        "the seed handles forwards that update only their own buffers")
     args, sources, user = [], [], 0
     for spec in sig.input_specs:
         if spec.kind == InputKind.USER_INPUT:
@@ -256,7 +262,7 @@ def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported
             sources.append(("const", value))
         else:
             raise SeedError(f"an input of kind {spec.kind.name} is not supported")
-    return _Exported(ep.graph_module, args, sources, isinstance(out, (tuple, list)))
+    return _Exported(ep.graph_module, args, sources, isinstance(out, (tuple, list)), mutations)
 
 
 def inductor_code(exported: _Exported, library: bool = False) -> str:
@@ -440,6 +446,32 @@ class _Wrapper:
         self.call = call
 
 
+def _host_read(node: ast.AST) -> bool:
+    """Whether a kernel argument is `tensor.item()`: Inductor passes a 0-d CPU tensor (a BatchNorm's
+    `num_batches_tracked`, generated on the CPU) by value, which on a GPU would be a host read per call."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item" \
+        and not node.args and not node.keywords
+
+
+def _load_in_kernel(kernel: _Kernel, positions: list[int]) -> None:
+    """Make the kernel take the tensors at `positions` (of its runtime parameters) by pointer and load each
+    value itself, so the seed passes the tensor and never reads it on the host."""
+    tree = ast.parse(kernel.functions[-1])
+    fn = tree.body[0]
+    runtime = [a for a in fn.args.args if a.arg in kernel.params]
+    loads = []
+    for i in positions:
+        param = runtime[i]
+        if param.arg.endswith("_ptr_loaded"):
+            continue  # launched again: already made a pointer
+        name = param.arg
+        param.arg = f"{name}_ptr_loaded"
+        kernel.params[kernel.params.index(name)] = param.arg
+        loads.append(ast.parse(f"{name} = tl.load({param.arg})").body[0])
+    fn.body[:0] = loads
+    kernel.functions[-1] = ast.unparse(tree)
+
+
 def _state_expr(name: str) -> str:
     return f"_state(self, {name!r})"
 
@@ -511,7 +543,11 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                 continue
             if func.endswith(".run") and func[:-4] in wrapper.kernels:
                 kernel = wrapper.kernels[func[:-4]]
-                args = [ast.unparse(Calls().visit(a)) for a in stmt.value.args]  # views of buffers among them
+                read = [i for i, a in enumerate(stmt.value.args) if _host_read(a)]
+                if read:
+                    _load_in_kernel(kernel, read)
+                args = [ast.unparse(Calls().visit(a.func.value if i in read else a))  # views of buffers among them
+                        for i, a in enumerate(stmt.value.args)]
                 if len(args) != len(kernel.params):
                     raise SeedError(f"kernel {kernel.name} is called with {len(args)} arguments, takes "
                                     f"{len(kernel.params)}")
@@ -535,6 +571,9 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
             value = stmt.value
             items = value.elts if isinstance(value, ast.Tuple) else [value]
             outs = [ast.unparse(Calls().visit(e)) for e in items]
+            for name, new_value in zip(exported.mutations, outs):  # the module's state moves as Model's does
+                lines.append(f"{_state_expr(name)}.copy_({new_value})")
+            outs = outs[len(exported.mutations):]
             lines.append(f"return ({', '.join(outs)},)" if exported.several else f"return {outs[0]}")
             continue
         stmt = Calls().visit(stmt)
@@ -774,6 +813,7 @@ def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None 
     from .model_loading import load_model
 
     loaded = load_model(Path(problem), device, size=size)
+    loaded.model.train()  # as KernelBench runs it (engine/problem_spec.py build_seeded): batch statistics
     return write_seed(problem, loaded.model, list(loaded.inputs))
 
 

@@ -135,13 +135,15 @@ def defines_problem(source: str) -> bool:
 
 
 def build_seeded(cls: Any, init: list, device: str) -> Any:
-    """`cls(*init)` on `device` in eval mode, right after the fixed seed (Model and ModelNew alike)."""
+    """`cls(*init)` on `device`, right after the fixed seed (Model and ModelNew alike), left in the mode it
+    was built in: KernelBench never calls `.eval()`, so a BatchNorm there normalises with the batch's own
+    statistics, and so must the Model every candidate is judged against."""
     import torch
 
     torch.manual_seed(SEED)
     with torch.device(device):
         model = cls(*init)
-    return model.to(device).eval()
+    return model.to(device)
 
 
 def _no_grad(model: Any) -> Callable[..., Any]:
