@@ -149,6 +149,10 @@ def _conv2d_as_matmul(x: Any, weight: Any, stride: list, padding: list, dilation
     ow = (w + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     cols = F.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)  # [n, c*kh*kw, oh*ow]
     cols = cols.reshape(n, groups, (c // groups) * kh * kw, oh * ow)
+    if c == groups:  # depthwise: no matrix product, a multiply-and-sum over the window (as PyTorch's own
+        # depthwise kernel computes it, in float32 without TF32; a kh*kw-long dot would waste the tensor cores)
+        taps = weight.reshape(1, groups, out_c // groups, kh * kw, 1) * cols.reshape(n, groups, 1, kh * kw, oh * ow)
+        return taps.sum(dim=3).reshape(n, out_c, oh, ow)
     y = torch.matmul(weight.reshape(groups, out_c // groups, -1), cols)  # [n, groups, out_c/groups, oh*ow]
     return y.reshape(n, out_c, oh, ow)
 
@@ -275,8 +279,10 @@ def inductor_code(exported: _Exported, library: bool = False) -> str:
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import get_code
 
+    # layout_optimization off: on the CPU it would turn every conv channels-last (copies in and out of the
+    # library call), and cuDNN then picks another algorithm than the Model's own call, with other rounding.
     patches = {"cpu_backend": "triton", "triton.native_matmul": not library, "freezing": False,
-               "triton.unique_kernel_names": True, "fallback_random": True}
+               "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": False}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
@@ -514,6 +520,7 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                 else [stmt.targets[0].id]
             if len(names) != len(exported.sources):
                 raise SeedError(f"Inductor's call takes {len(names)} inputs, the graph has {len(exported.sources)}")
+            constants: list[str] = []
             for name, (kind, what) in zip(names, exported.sources):
                 if kind == "input":
                     lines.append(f"{name} = inputs[{what}]")
@@ -521,13 +528,14 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                     lines.append(f"{name} = {_state_expr(what)}")
                 else:
                     consts.append(what)
-                    lines.append(f"{name} = _CONSTANTS[{len(consts) - 1}].to(_device)")
+                    constants.append(f"{name} = _CONSTANTS[{len(consts) - 1}].to(_device)")
             import torch
             tensors = [n for n, (kind, _), v in zip(names, exported.sources, exported.args)
                        if kind != "const" and isinstance(v, torch.Tensor)]
             if not tensors:
                 raise SeedError("the problem has no tensor input or parameter to take the device from")
             lines.append(f"_device = {tensors[-1]}.device")
+            lines.extend(constants)  # lifted constants go to the device the inputs are on
             if any(k.dots for k in wrapper.kernels.values()):
                 lines.append(f"_dot_tf32 = _tf32_like_reference({tensors[-1]})")
             continue

@@ -170,6 +170,27 @@ def test_the_seeds_convolution_lowering_is_aten_convolution(dims, transposed):
         assert got.shape == want.shape and torch.allclose(got, want, atol=1e-9), (groups, stride, padding, dilation)
 
 
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_depthwise_convolution_is_lowered_without_a_matrix_product(dims, transposed):
+    """One input channel per group (depthwise, with a channel multiplier of 2): a multiply-and-sum over the
+    window, which is what aten's convolution computes there."""
+    import torch
+
+    from autokernel.engine.inductor_seed import _conv_as_matmul
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, *[7, 6, 5][:dims], dtype=torch.float64)
+    kernel = [3, 2, 3][:dims]
+    weight = torch.randn(*((4, 2) if transposed else (8, 1)), *kernel, dtype=torch.float64)
+    for stride, padding, dilation in [(1, 0, 1), (2, 1, 2)]:
+        out_pad = [1 if transposed and stride > 1 else 0] * dims
+        args = (x, weight, None, [stride] * dims, [padding] * dims, [dilation] * dims, transposed, out_pad, 4)
+        want = torch.ops.aten.convolution(*args)
+        got = _conv_as_matmul(*args)
+        assert got.shape == want.shape and torch.allclose(got, want, atol=1e-9), (stride, padding, dilation)
+
+
 def test_a_seed_that_would_leave_the_whole_problem_to_the_library_is_refused(tmp_path, monkeypatch):
     """Where the conv stays a library call although it is all the problem computes (here: a lowering that
     declines), the harness would refuse the seed; it is refused as it is made, with the reason."""
@@ -179,7 +200,10 @@ def test_a_seed_that_would_leave_the_whole_problem_to_the_library_is_refused(tmp
 
     monkeypatch.setattr(seeding, "_conv_as_matmul", lambda *args: NotImplemented)
     problem = tmp_path / "conv_only.py"
-    problem.write_text(textwrap.dedent(CONV_ONLY))
+    # The conv, then a copy into another layout: Inductor writes a Triton kernel for the copy, which moves data
+    # and computes nothing.
+    problem.write_text(textwrap.dedent(CONV_ONLY).replace("return self.conv(x)",
+                                                          "return self.conv(x).transpose(1, 2).contiguous()"))
     namespace: dict = {}
     exec(compile(problem.read_text(), str(problem), "exec"), namespace)
     torch.manual_seed(0)
