@@ -61,3 +61,20 @@ def test_a_rerun_replaces_its_problems_rows_and_must_be_of_the_chunks(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "a.json"), "--rerun", str(tmp_path / "stray.json"),
                            "-o", str(tmp_path / "out.json")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "a rerun problem is in no chunk: /kb/9_z.py" in done.stderr
+
+
+def test_a_rerun_that_also_ran_new_problems_adds_them_and_devices_may_mix_when_asked(tmp_path):
+    chunk = [_row("1_a", "incorrect"), _row("2_b", "correct", 2.0)]
+    later = [_row("1_a", "correct", 1.5), _row("3_c", "correct", 0.5)]  # a fix of 1_a, and a new chunk's 3_c
+    (tmp_path / "a.json").write_text(json.dumps(_chunk(chunk, device="NVIDIA H100")))
+    (tmp_path / "later.json").write_text(json.dumps(_chunk(later, device="NVIDIA H200")))
+    base = [sys.executable, str(SCRIPT), str(tmp_path / "a.json"), "--rerun", str(tmp_path / "later.json"),
+            "-o", str(tmp_path / "all.json")]
+    done = subprocess.run([*base, "--rerun-adds"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "different devices" in done.stderr
+    done = subprocess.run([*base, "--rerun-adds", "--mixed-devices"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((tmp_path / "all.json").read_text())
+    assert [r["name"] for r in merged["problems"]] == ["1_a", "2_b", "3_c"] and merged["total"] == 3
+    assert merged["fast_p"] == fast_p([later[0], chunk[1], later[1]])
+    assert merged["device"] == ["NVIDIA H100", "NVIDIA H200"]
