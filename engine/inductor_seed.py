@@ -528,14 +528,14 @@ def _rewrite_call(wrapper: _Wrapper, exported: _Exported) -> tuple[list[str], li
                     lines.append(f"{name} = {_state_expr(what)}")
                 else:
                     consts.append(what)
-                    constants.append(f"{name} = _CONSTANTS[{len(consts) - 1}].to(_device)")
+                    constants.append(f"{name} = self._seed_constant_{len(consts) - 1}")
             import torch
             tensors = [n for n, (kind, _), v in zip(names, exported.sources, exported.args)
                        if kind != "const" and isinstance(v, torch.Tensor)]
             if not tensors:
                 raise SeedError("the problem has no tensor input or parameter to take the device from")
             lines.append(f"_device = {tensors[-1]}.device")
-            lines.extend(constants)  # lifted constants go to the device the inputs are on
+            lines.extend(constants)
             if any(k.dots for k in wrapper.kernels.values()):
                 lines.append(f"_dot_tf32 = _tf32_like_reference({tensors[-1]})")
             continue
@@ -803,11 +803,19 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
         parts.append("\n" + "\n".join(knobs) + "\n\n" + "\n\n".join(
             "@triton.jit\n" + src if not src.startswith("@") else src for src in kernel.functions) + "\n")
     forward = textwrap.indent("\n".join(body), " " * 8)
+    init = '''
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The tensors the forward makes from constants, made once: buffers move with the module to its device
+        # (a copy from the host on every call would be a transfer the forward must not make).
+        for i, value in enumerate(_CONSTANTS):
+            self.register_buffer(f"_seed_constant_{i}", value.clone(), persistent=False)
+''' if consts else ""
     parts.append(f'''
 
 class ModelNew(Model):
     """The problem's Model (same constructor, same parameters) with a forward of Inductor's kernels."""
-
+{init}
     def forward(self, *inputs):
 {forward}
 ''')

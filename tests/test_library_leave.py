@@ -259,3 +259,18 @@ def test_a_matrix_vector_product_is_seeded_as_a_triton_reduction(tmp_path):
     ran = subprocess.run([sys.executable, "-c", compare], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "1"})
     assert ran.stdout.strip().splitlines()[-1:] == ["True"], ran.stderr[-2000:]
+
+
+def test_a_constant_the_forward_makes_is_a_buffer_of_the_seed_not_a_copy_per_call(tmp_path):
+    """`torch.tensor(0.0, device=x.device)` in the forward is a constant to Inductor: the seed makes it once, as
+    a buffer that moves with the module, so its forward makes no host-to-device copy (refused on a GPU)."""
+    problem = tmp_path / "conv_min.py"
+    problem.write_text(textwrap.dedent(CONV_ONLY).replace(
+        "return self.conv(x)", "return torch.min(self.conv(x), torch.tensor(0.0, device=x.device))"))
+    (seed,) = inductor_seeds([problem], tmp_path / "seed.py")
+    source = Path(seed["seed"]).read_text()
+    forward = source[source.index("    def forward(self, *inputs):"):]
+    assert "self._seed_constant_0" in forward and ".to(" not in forward and "_CONSTANTS" not in forward
+    with Worker(device="cpu") as w:
+        report = w.check(seed["seed"], kernel="problem", problem=str(problem), size="small")
+    assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
