@@ -1,30 +1,31 @@
-"""The playbook's moves over an Inductor seed: the configs Inductor would have timed, then its launch knobs,
-one per idea, halved and doubled.
+"""The playbook's moves over an Inductor seed: one candidate that autotunes its kernels over the configs
+Inductor would have timed, those configs one by one, then its launch knobs, one per idea, halved and doubled.
 
 An Inductor seed (engine/inductor_seed.py) writes every launch setting as a module constant
 (`K0_XBLOCK = 64`, `K0_R0_BLOCK`, `K0_WARPS`, `K0_STAGES`), so a move is a one-line change and the
 whole-problem search can tune a problem of any kind the way the templates tune the nine kernel types.
 Deterministic like the rest of the playbook: block sizes before warps before stages, kernels in order,
 knobs that missed `PATIENCE` times in a row last, nothing tried twice, no move past a kernel's extent,
-no stages for a kernel without a loop.
+no stages for a kernel without a loop. A kernel the parent already autotunes gets no config or knob move:
+its autotuner times those configs itself, from whatever its constants say first.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..seed_autotune import autotune_seed, autotuned_kernels, listed_configs
 from .base import AgentContext, Idea, Variant
 
 KNOB_LINE = re.compile(r"^(K(\d+)_([A-Z0-9_]+)) = (\d+)$", re.M)
-OTHER_CONFIGS_LINE = re.compile(r"^K(\d+)_OTHER_CONFIGS = (.+)$", re.M)
 MAX_BLOCK = {"X": 4096, "Y": 1024, "Z": 1024, "R": 4096}  # Inductor's own TRITON_MAX_BLOCK
 WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4)
 KIND_ORDER = {"block": 0, "warps": 1, "stages": 2}
+AUTOTUNE = "autotune"  # the param that marks a seed whose listed configs Triton's autotuner times
 REASONS = {
     ("block", "up"): "each program takes twice the elements, so half as many programs run (less per-program "
                      "index math and launch overhead, wider loads) at the cost of registers per thread",
@@ -103,23 +104,42 @@ def other_configs(source: str) -> dict[int, list[dict[str, int]]]:
     ...}]}; only configs that name constants the seed has."""
     knobs = seed_knobs(source)
     out: dict[int, list[dict[str, int]]] = {}
-    for m in OTHER_CONFIGS_LINE.finditer(source):
-        try:
-            configs = ast.literal_eval(m.group(2))
-        except (ValueError, SyntaxError):
-            continue
-        index = int(m.group(1))
-        for config in configs if isinstance(configs, list) else []:
-            named = {f"K{index}_{k}": v for k, v in config.items()} if isinstance(config, dict) else {}
+    for index, configs in listed_configs(source).items():
+        for config in configs:
+            named = {f"K{index}_{k}": v for k, v in config.items()}
             if named and set(named) <= set(knobs) and all(isinstance(v, int) for v in named.values()):
                 out.setdefault(index, []).append(named)
     return out
 
 
+def _autotune_idea(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
+    """The whole seed autotuned over its kernels' listed configs, as one variant (once per parent)."""
+    params = {**parent, AUTOTUNE: True}
+    if parent.get(AUTOTUNE) or _key(params) in tried:
+        return []
+    autotuned = autotune_seed(ctx.parent_source)
+    if not autotuned.kernels:
+        return []
+    listed = other_configs(ctx.parent_source)
+    counts = ", ".join(f"{len(listed.get(i, [])) + 1} for kernel {i}" for i in autotuned.kernels)
+    names = ", ".join(f"K{i}" for i in autotuned.kernels)
+    measured = _measured(ctx, None, at="each kernel's first config")
+    hypothesis = (f"{measured}: Inductor's heuristic lists launch configurations ({counts}) and torch.compile, "
+                  f"on a GPU, times them all and keeps the fastest; the seed starts from the first, untimed. "
+                  f"Triton's autotuner over the same list, the seed's constants first, does that timing in one "
+                  f"candidate. {_autotune_expectation(ctx)}")
+    variant = Variant(source=autotuned.source, label=f"autotune {names}", params=params)
+    return [Idea(tier=1, title=f"Autotune {names} over Inductor's launch configs", hypothesis=hypothesis,
+                 variants=[variant], parent_id=ctx.parent_id)]
+
+
 def _config_ideas(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
-    """One idea per kernel whose other heuristic configs are untried: each config as a variant."""
+    """One idea per kernel (not autotuned) whose other heuristic configs are untried: each config as a variant."""
     ideas = []
+    autotuned = autotuned_kernels(ctx.parent_source)
     for index, configs in sorted(other_configs(ctx.parent_source).items()):
+        if index in autotuned:
+            continue
         fresh = [c for c in configs if _key({**parent, **c}) not in tried][: max(ctx.max_variants, 1)]
         if not fresh:
             continue
@@ -158,12 +178,14 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
     knobs = knob_space(ctx.parent_source)
     if not knobs:
         return []
-    parent = seed_knobs(ctx.parent_source)
+    autotuned = autotuned_kernels(ctx.parent_source)
+    parent = {**seed_knobs(ctx.parent_source), **({AUTOTUNE: True} if autotuned else {})}
     tried = {_key(m.params) for t in ctx.history for m in t.results if m.params}
     tried |= {_key(m.params) for _, m in ctx.pool if m.params} | {_key(parent)}
+    knobs = [k for k in knobs if k.kernel not in autotuned]  # its autotuner times those configs itself
     order = sorted(knobs, key=lambda k: (misses.get(k.name, 0) >= patience, KIND_ORDER[k.kind], k.kernel,
                                          misses.get(k.name, 0), k.name))
-    ideas = _config_ideas(ctx, parent, tried)[: max(ctx.max_ideas, 0)]
+    ideas = (_autotune_idea(ctx, parent, tried) + _config_ideas(ctx, parent, tried))[: max(ctx.max_ideas, 0)]
     for knob in order:
         if len(ideas) >= max(ctx.max_ideas, 0):
             break
@@ -181,15 +203,23 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
     return ideas
 
 
-def _measured(ctx: AgentContext, knob: SeedKnob | None, kernel: int = 0) -> str:
+def _measured(ctx: AgentContext, knob: SeedKnob | None, kernel: int = 0, at: str = "") -> str:
     m = ctx.parent_measurement
-    at = f"{knob.name}={knob.value}" if knob else f"kernel {kernel}'s first config"
+    at = at or (f"{knob.name}={knob.value}" if knob else f"kernel {kernel}'s first config")
     head = f"the Inductor-seeded ModelNew ({ctx.dtype}) with {at}"
     if m is None or m.kernel_ms is None:
         return f"{head}: not timed yet"
     where = "" if ctx.device == "cuda" else " (CPU interpreter: not a GPU number)"
     vs = f", {m.speedup_eager:.2f}x eager" if m.speedup_eager else ""
     return f"{head}: {m.kernel_ms:.4g} ms{vs}{where}"
+
+
+def _autotune_expectation(ctx: AgentContext) -> str:
+    if ctx.device != "cuda":
+        return ("Under the interpreter there is nothing to time by: the file runs each kernel's first config, as "
+                "the parent does; the move is made for a GPU, and the checks keep it only if it stays correct.")
+    return ("It times them on its first call (a warm-up, before any timed one) and keeps its choice, so the "
+            "timed calls run the fastest config; what a kernel writes in place is restored between its runs.")
 
 
 def _expectation(ctx: AgentContext) -> str:
