@@ -139,10 +139,10 @@ def _launch_without_knobs(lines: list[str], row: int, index: int,
     meta = _ConfigReads(prefix, {s for s in suffixes if s not in _LAUNCH_KNOBS.values()})
     grid_lines = [meta.visit(stmt) for stmt in grid_lines]
     grid = meta.visit(grid)
-    varied = {s for c in others for s, v in c.items() if _GRID_BLOCK.match(s)}
+    grid_blocks = {s for s in suffixes if _GRID_BLOCK.match(s)}
     leftover = [n.id for stmt in [*grid_lines, grid] for n in ast.walk(stmt)
                 if isinstance(n, ast.Name) and n.id.startswith(prefix)]
-    if leftover or not varied <= meta.read:
+    if leftover or not grid_blocks <= meta.read:
         return None  # a grid of fixed numbers (or of other constants) would not follow the config
     name = call.func.value.id
     if grid_lines:
