@@ -148,7 +148,9 @@ def test_the_screens_show_the_oldest_open_target_while_the_next_one_runs(tmp_pat
         marked = {r.kind for r in state.rows if r.status == "target"}
         assert marked == set(open_targets), (e, marked)
         both_open = both_open or len(open_targets) == 2
-    assert both_open and state.current_target == B and state.target.done == "plateau"
+    # Which target ends last depends on how the two workers' experiments interleave: the screens end on it.
+    last = [e.target for e in _events(store, session) if isinstance(e, ev.TargetDone)][-1]
+    assert both_open and state.current_target == last and state.target.done == "plateau"
 
 
 def test_the_budget_of_experiments_is_the_sessions_across_open_targets(tmp_path, monkeypatch):
