@@ -34,7 +34,6 @@ def table(path: Path) -> list[str]:
     names: dict[str, str] = {}
     benches: dict[tuple[str, str], dict[str, dict]] = defaultdict(dict)  # (session, target) -> id -> bench
     kept: dict[tuple[str, str], list[str]] = defaultdict(list)
-    failed_first: set[tuple[str, str]] = set()
     order: list[tuple[str, str]] = []
     for sid, typ, p in events(path):
         if typ == "problem_started":
@@ -47,9 +46,8 @@ def table(path: Path) -> list[str]:
                 order.append(key)
             if p["decision"] == "kept":
                 kept[key].append(p["candidate_id"])
-            elif not kept[key] and not benches[key]:
-                failed_first.add(key)
     rows = ["| problem | target | first (seed or starter) | best after the search | search added |", "|---|---|---|---|---|"]
+
     def natural(key: tuple[str, str]) -> tuple:
         name = names.get(key[0], key[0])
         head = name.split("_", 1)[0]
