@@ -38,7 +38,8 @@ def merge(docs: list[dict], reruns: list[dict] = (), adds: bool = False, mixed_d
     if twice:
         raise ValueError(f"a problem is in more than one chunk: {twice[0]}")
     again = {r.path: r for r in (ProblemResult.from_json(p) for d in reruns for p in d["problems"])}
-    unknown = [path for path in again if path not in set(paths)]
+    known = set(paths)
+    unknown = [path for path in again if path not in known]
     if unknown and not adds:
         raise ValueError(f"a rerun problem is in no chunk: {sorted(unknown)[0]} (--rerun-adds to add it)")
     rows = [again.get(r.path, r) for r in rows] + [again[path] for path in unknown]
