@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from .seeding import CHANNELS_LAST, variant_path
+
 HEADER_IMPORTS = {  # what Inductor's kernel sources import; the seed imports the same once at its top
     "triton", "triton.language", "torch._inductor.runtime", "torch._inductor.runtime.triton_helpers",
     "torch._inductor.runtime.hints",
@@ -139,6 +141,20 @@ def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, d
     return y
 
 
+def _conv_bias_peeled(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
+                      output_padding: Any, groups: int) -> Any:
+    """A library convolution without its bias, the bias added after it, as Inductor lowers a conv for a GPU
+    (cuDNN is slower with the bias, which then fuses into the Triton that follows the conv). Inductor keeps
+    the bias in the call for a CPU device, where the seed's code is generated."""
+    import torch
+
+    if bias is None:
+        return NotImplemented  # the library call itself
+    y = torch.ops.aten.convolution.default(x, weight, None, stride, padding, dilation, transposed, output_padding,
+                                           groups)
+    return y + bias.reshape(1, -1, *[1] * (y.dim() - 2))
+
+
 def _conv2d_as_matmul(x: Any, weight: Any, stride: list, padding: list, dilation: list, groups: int) -> Any:
     import torch
     import torch.nn.functional as F
@@ -212,12 +228,15 @@ def _vector_product_as_reduction(a: Any, b: Any) -> Any:
     return NotImplemented
 
 
-def _decompositions(library: bool) -> dict:
+def _decompositions(library: bool, peel_bias: bool = False) -> dict:
     import torch
     from torch.export import default_decompositions
 
     table = default_decompositions()
-    if not library:
+    if library:
+        if peel_bias:
+            table[torch.ops.aten.convolution.default] = _conv_bias_peeled
+    else:
         table[torch.ops.aten.convolution.default] = _conv_as_matmul
         table[torch.ops.aten.mm.default] = _vector_product_as_reduction
     return table
@@ -234,16 +253,17 @@ class _Exported:
     mutations: list[str] = field(default_factory=list)
 
 
-def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported:
+def export_problem(model: Any, inputs: list, library: bool = False, peel_bias: bool = False) -> _Exported:
     """The problem's forward as an ATen graph whose placeholders are its state and inputs, in order; with
-    `library` its convolutions stay convolutions (a library call), else they become im2col and a matmul."""
+    `library` its convolutions stay convolutions (a library call; with `peel_bias` their bias is added after
+    them), else they become im2col and a matmul."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
     with torch.no_grad():
         out = model(*inputs)
         ep = torch.export.export(model, tuple(inputs))
-        ep = ep.run_decompositions(_decompositions(library))
+        ep = ep.run_decompositions(_decompositions(library, peel_bias))
     sig = ep.graph_signature
     mutations = [o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION]
     kinds = [o.kind for o in sig.output_specs]
@@ -269,22 +289,27 @@ def export_problem(model: Any, inputs: list, library: bool = False) -> _Exported
     return _Exported(ep.graph_module, args, sources, isinstance(out, (tuple, list)), mutations)
 
 
-def inductor_code(exported: _Exported, library: bool = False) -> str:
+def inductor_code(exported: _Exported, library: bool = False, channels_last: bool = False) -> str:
     """Inductor's wrapper code (kernels included) for the exported graph, generated but never compiled. With
     `library` its GEMMs and convolutions stay library calls (`extern_kernels.mm`, `.convolution`: cuBLAS and
-    cuDNN on a GPU), as torch.compile leaves them on a GPU by default; without, they are Triton too."""
+    cuDNN on a GPU), as torch.compile leaves them on a GPU by default; without, they are Triton too. With
+    `channels_last`, Inductor's layout optimisation decides the convolutions' layout as it does for a GPU."""
     import torch
     import torch.utils._triton as triton_utils
     from torch._inductor import config
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import get_code
 
-    # layout_optimization off: on the CPU it would turn every conv channels-last (copies in and out of the
-    # library call), and cuDNN then picks another algorithm than the Model's own call, with other rounding.
+    # Layout optimisation off by default: a channels-last conv runs another cuDNN algorithm than the Model's
+    # own call, with other rounding (the harness judges whether the `channels_last` variant still passes). On
+    # the CPU Inductor makes every conv channels-last for oneDNN; with oneDNN off it applies the heuristic it
+    # uses for a GPU (channel counts, grouped convs, weighted FLOPs).
     patches = {"cpu_backend": "triton", "triton.native_matmul": not library, "freezing": False,
-               "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": False}
+               "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": channels_last}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
+        if channels_last:
+            stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
         if not library:
             stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
@@ -745,32 +770,40 @@ def _graph_ops(exported: _Exported) -> list[str]:
             for n in exported.graph_module.graph.nodes if n.op == "call_function"]
 
 
-def _generate(model: Any, inputs: list) -> tuple[_Exported, str, _Wrapper, frozenset[str], bool]:
+def _generate(model: Any, inputs: list, channels_last: bool = False
+              ) -> tuple[_Exported, str, _Wrapper, frozenset[str], bool]:
     """(the exported graph, Inductor's code, that code read, the library ops a candidate may call for this
     problem, whether its convolutions were lowered to Triton). GEMMs and convolutions stay library calls where
     the problem computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a
     GPU; a problem that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets
-    them in Triton (exported again with its convolutions lowered: a graph without any is exported once)."""
+    them in Triton (exported again with its convolutions lowered: a graph without any is exported once).
+    `channels_last` asks for Inductor's layout choice for the library convolutions (else none is generated:
+    SeedError), the seed's variant."""
     from .problem_spec import LIBRARY_OPS, library_leave
 
     exported = export_problem(model, inputs, library=True)
     ops = _graph_ops(exported)
     allowed = library_leave(ops)
-    if allowed:
-        code = inductor_code(exported, library=True)
+    if allowed:  # decided on the problem's own ops: a conv's bias is the conv's work, not other work
+        if "convolution" in ops:
+            exported = export_problem(model, inputs, library=True, peel_bias=True)
+        code = inductor_code(exported, library=True, channels_last=channels_last)
         wrapper = _Wrapper(code)
         if wrapper.kernels:
             return exported, code, wrapper, allowed, False
+    if channels_last:
+        raise SeedError("no library convolution whose layout Inductor could choose")
     if LIBRARY_OPS & set(ops):
         exported = export_problem(model, inputs)
     code = inductor_code(exported)
     return exported, code, _Wrapper(code), allowed, "convolution" in ops
 
 
-def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
-    """The seed candidate's source for a problem whose Model (built) and inputs are given."""
+def write_seed(problem: str | Path, model: Any, inputs: list, channels_last: bool = False) -> Seed:
+    """The seed candidate's source for a problem whose Model (built) and inputs are given; with
+    `channels_last`, its variant with the library convolutions in the layout Inductor picks for them."""
     problem = Path(problem).resolve()
-    exported, code, wrapper, allowed, convs = _generate(model, inputs)
+    exported, code, wrapper, allowed, convs = _generate(model, inputs, channels_last)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
     if not launched:
         raise SeedError("Inductor wrote no Triton kernel for this problem (everything went to library calls)")
@@ -783,7 +816,9 @@ def write_seed(problem: str | Path, model: Any, inputs: list) -> Seed:
     future, problem_source = _problem_source(problem)
     parts = [_PRELUDE.format(
         problem_name=problem.name, future=future, extern=extern,
-        why="Inductor's kernels, made launchable by hand",
+        why="Inductor's kernels, made launchable by hand" + (
+            "; its convolutions in the layout Inductor picks for them (channels-last where its heuristic expects a "
+            "gain), as torch.compile does on a GPU" if channels_last else ""),
         extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else "",
         dots="convolution" if convs else "matmul"),
         f"# ---- the problem {problem.name}, verbatim ----\n{problem_source}\n# ---- end of the problem ----\n"]
@@ -824,13 +859,33 @@ class ModelNew(Model):
     return Seed(source=source, kernels=launched, extern=extern, inductor_code=code)
 
 
-def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None = None) -> Seed:
-    """Load the problem file the way the harness does (seeded Model, one get_inputs() draw) and seed it."""
+def _loaded(problem: str | Path, device: str, size: str | None) -> tuple[Any, list]:
     from .model_loading import load_model
 
     loaded = load_model(Path(problem), device, size=size)
     loaded.model.train()  # as KernelBench runs it (engine/problem_spec.py build_seeded): batch statistics
-    return write_seed(problem, loaded.model, list(loaded.inputs))
+    return loaded.model, list(loaded.inputs)
+
+
+def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None = None,
+                     channels_last: bool = False) -> Seed:
+    """Load the problem file the way the harness does (seeded Model, one get_inputs() draw) and seed it."""
+    return write_seed(problem, *_loaded(problem, device, size), channels_last=channels_last)
+
+
+def _channels_last_variant(problem: str | Path, size: str | None, seed: Seed) -> Seed | None:
+    """The seed with its library convolutions where Inductor's GPU heuristic would lay them out, when that
+    differs from the seed (the Model's own layout)."""
+    if "convolution" not in seed.extern:
+        return None
+    try:
+        variant = seed_for_problem(problem, "cpu", size, channels_last=True)
+    except SeedError:
+        return None
+    def code(source: str) -> str:  # past the module docstring, which names the variant
+        return source.split('"""', 2)[2]
+
+    return variant if code(variant.source) != code(seed.source) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -858,8 +913,14 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         out.write_text(seed.source)
+        variant_path(out, CHANNELS_LAST).unlink(missing_ok=True)  # a variant left from an earlier seed
+        variants = {}
+        variant = _channels_last_variant(problem, args.size, seed)
+        if variant is not None:
+            variants[CHANNELS_LAST] = str(variant_path(out, CHANNELS_LAST))
+            Path(variants[CHANNELS_LAST]).write_text(variant.source)
         print(json.dumps({"problem": problem, "ok": True, "seed": str(out), "kernels": seed.kernels,
-                          "extern": seed.extern}), flush=True)
+                          "extern": seed.extern, "variants": variants}), flush=True)
     return 1 if failed else 0
 
 

@@ -94,6 +94,9 @@ class ProblemBrief:
     notes: str = NOTES
     entry: str = ENTRY
     starters: dict = field(default_factory=dict)  # none: the first round starts from the problem's Model
+    # Other seeds of the same problem the agent may start from instead, {name: path} (the seed generator's
+    # variants: engine/inductor_seed.py `seed_variants`).
+    seed_variants: dict = field(default_factory=dict)
     forbidden_ops: frozenset = frozenset()
     reference: Callable[..., Any] | None = None
     # What the search asks of a target's spec (kernels/spec.py KernelSpec asks the same).

@@ -329,8 +329,18 @@ class TargetSearch:
             best=best.measurement() if best else None,
             pool=[(c.candidate_id, c.measurement()) for c in t.pool(lim.pool_size)],
             history=t.history(), round=t.rounds, max_ideas=lim.max_ideas, max_variants=lim.max_variants,
-            hint=self.ctx.hint, problem=self.spec.agent_problem(),
+            hint=self.ctx.hint, problem=self.spec.agent_problem(), seed_variants=self._seed_variants(),
         )
+
+    def _seed_variants(self) -> dict[str, str]:
+        """The spec's other seeds, read (one that went missing is left out)."""
+        out = {}
+        for name, path in getattr(self.spec, "seed_variants", {}).items():
+            try:
+                out[name] = Path(path).read_text()
+            except OSError:
+                continue
+        return out
 
     def _first_parent(self) -> CandidateRecord | None:
         """The parent of the first ideas when the target has no candidate (a whole problem's Model)."""

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 SEED_TIMEOUT_S = 300.0
+CHANNELS_LAST = "channels_last"  # a seed's variant with its convolutions in the layout Inductor picks for a GPU
 NO_SEED = "no operation of a kernel type autokernel knows, and Inductor could not seed it"  # the skip's reason
 
 
@@ -51,3 +52,14 @@ def seed_problem(problem: str | Path, out: Path, size: str | None = None,
     if not out.exists():
         return None, f"the seed subprocess reported {out.name} but did not write it"
     return out, ""
+
+
+def variant_path(seed: Path, name: str) -> Path:
+    """Where the seed generator writes a seed's variant: `<seed stem>.<name>.py` beside it."""
+    return seed.with_name(f"{seed.stem}.{name}.py")
+
+
+def seed_variants(seed: str | Path) -> dict[str, str]:
+    """The variants written beside a seed file, {name: path} ({} when there are none)."""
+    seed = Path(seed)
+    return {p.name[len(seed.stem) + 1:-3]: str(p) for p in sorted(seed.parent.glob(f"{seed.stem}.*.py"))}

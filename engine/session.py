@@ -29,6 +29,7 @@ from .routing import mark_routes, routable, routed_calls
 from .sandbox import allow_read
 from .search import SearchContext, SearchLimits, StopLoop, TargetSearch, search_failed
 from .search_state import SearchState, slower_than_eager
+from .seeding import seed_variants
 from .store import Recorder, Store, StoreWriteError
 from .target_scheduler import TargetScheduler
 from .whole_problem import FALLBACK, choose_route, fallback_not_needed, fallback_reserve, with_whole_target
@@ -432,6 +433,7 @@ class OptimizeSession:
         from .subgraph_targets import SubgraphSearch
 
         brief = replace(problem_brief(sub["problem"]), name=target.name, starters={"triton": sub["seed"]},
+                        seed_variants=seed_variants(sub["seed"]),
                         summary=f"nodes {sub['nodes']} of the model as a problem, starting from Inductor's seed")
         return SubgraphSearch(ctx, target, brief, sub["problem"])
 
@@ -483,7 +485,8 @@ class OptimizeSession:
             if self._seed_path is not None:  # the seed is the starter the search checks and times first
                 brief = replace(brief, starters={"triton": str(self._seed_path)},
                                 summary=f"{brief.summary}, starting from Inductor's seed")
-            return brief
+            seed = self._seed_path or session_dir(self.session_id) / "inductor_seed.py"  # a resumed one has it
+            return replace(brief, seed_variants=seed_variants(seed))
         from autokernel.kernels import get_spec
 
         return get_spec(name)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the project measures on a GPU, in one script, for the lent H100 (or any CUDA box).
 #
-#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 mma gputests kernelbench
+#   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 layout mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
@@ -124,6 +124,14 @@ step_tf32() {
   # Which TF32 rounding cuDNN's float32 convolutions use (scripts/tf32_probe.py): the seed's lowered convs match it.
   "$PY" scripts/tf32_probe.py --json "$RESULTS/tf32_probe.json" > "$RESULTS/tf32_probe.txt" 2>&1
   echo "tf32 probe rc=$?"; cat "$RESULTS/tf32_probe.txt"
+}
+
+step_layout() {
+  # Whether channels-last convs (torch.compile's choice on a GPU) would pass KernelBench's check and how much
+  # faster they are (scripts/conv_layout_probe.py), over $LAYOUT_PROBLEMS (default: the sample's level 2).
+  "$PY" scripts/conv_layout_probe.py ${LAYOUT_PROBLEMS:-.kb/sample/level2/*.py} --json "$RESULTS/layout_probe.json" \
+    > "$RESULTS/layout_probe.txt" 2>&1
+  echo "layout probe rc=$?"; cat "$RESULTS/layout_probe.txt"
 }
 
 step_mma() {

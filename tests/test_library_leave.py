@@ -4,6 +4,7 @@ problem that is nothing but the library op gets no such leave (engine/problem_sp
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -134,10 +135,13 @@ def test_a_problem_that_is_only_a_conv_gets_no_leave(tmp_path):
 
 
 def test_a_seed_keeps_the_conv_a_library_call_only_where_the_problem_does_more(tmp_path):
-    """As torch.compile on a GPU: cuDNN's conv and Inductor's Triton for the bias and ReLU, and that seed passes
+    """As torch.compile on a GPU: cuDNN's conv and Inductor's Triton for the biases and ReLU, and that seed passes
     the harness; a problem that is only a conv gets the conv in Triton (im2col and a tl.dot matmul)."""
     (seed,) = inductor_seeds([CONV_BIAS_RELU], tmp_path / "seed.py")
     assert seed["extern"] == ["convolution"] and seed["kernels"]
+    # as Inductor lowers it for a GPU: the conv's own bias is left out of the library call and added in Triton
+    calls = re.findall(r"torch\.convolution\(.*\)", Path(seed["seed"]).read_text())
+    assert len(calls) == 1 and "bias=None" in calls[0], calls
     with Worker(device="cpu") as w:
         report = w.check(seed["seed"], kernel="problem", problem=str(CONV_BIAS_RELU), size="small")
     assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]

@@ -110,7 +110,7 @@ def test_what_a_run_changes_in_place_is_restored_between_the_autotuners_runs(see
         for index in other_configs(seeds[name][1]):
             function = _kernel(tree, index)
             restored[(name, function.name.split("_")[-2])] = _decorator(function).get("restore_value")
-    assert restored[("conv_bias_relu", "relu")] == "['in_out_ptr0']"  # adds the bias to the conv's output in place
+    assert restored[("conv_bias_relu", "view")] == "['in_out_ptr0']"  # adds both biases to the conv's output in place
     assert restored[("index_add", "put")] == "['out_ptr0']"  # tl.atomic_add into the zeros (not the index it read)
     assert restored[("index_add", "full")] is None  # the zero fill writes the same every run
     assert restored[("log_softmax", "online")] is None

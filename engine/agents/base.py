@@ -94,6 +94,9 @@ class AgentContext:
     # its source (the problem inside it verbatim) and what it measured.
     seed_source: str = ""
     seed: Measurement | None = None
+    # Other Inductor seeds of the same problem ({name: source}, e.g. its convolutions channels-last): whole
+    # alternatives to the seed the parent comes from, which a move may offer as they are.
+    seed_variants: dict[str, str] = field(default_factory=dict)
 
 
 class Agent(Protocol):

@@ -1,5 +1,6 @@
-"""The playbook's moves over an Inductor seed: one candidate that autotunes its kernels over the configs
-Inductor would have timed, those configs one by one, then its launch knobs, one per idea, halved and doubled.
+"""The playbook's moves over an Inductor seed: the seed's variants (its convolutions channels-last), one
+candidate that autotunes its kernels over the configs Inductor would have timed, those configs one by one,
+then its launch knobs, one per idea, halved and doubled.
 
 An Inductor seed (engine/inductor_seed.py) writes every launch setting as a module constant
 (`K0_XBLOCK = 64`, `K0_R0_BLOCK`, `K0_WARPS`, `K0_STAGES`), so a move is a one-line change and the
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ..seed_autotune import autotune_seed, autotuned_kernels, listed_configs
 from .base import AgentContext, Idea, Variant
@@ -26,6 +26,13 @@ WARPS = (1, 2, 4, 8, 16, 32)
 STAGES = (1, 2, 3, 4)
 KIND_ORDER = {"block": 0, "warps": 1, "stages": 2}
 AUTOTUNE = "autotune"  # the param that marks a seed whose listed configs Triton's autotuner times
+VARIANT = "variant"  # the param that names the seed variant a candidate started from
+VARIANT_REASONS = {
+    "channels_last": ("torch.compile, on a GPU, lays these convolutions out channels-last (Inductor's layout "
+                      "heuristic), where cuDNN's kernels run faster for the price of a copy in and out; this is "
+                      "Inductor's code for that layout, its kernels autotuned as well. cuDNN's channels-last "
+                      "algorithm may round differently: the checks keep it only within the problem's tolerance"),
+}
 REASONS = {
     ("block", "up"): "each program takes twice the elements, so half as many programs run (less per-program "
                      "index math and launch overhead, wider loads) at the cost of registers per thread",
@@ -133,6 +140,25 @@ def _autotune_idea(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Ide
                  variants=[variant], parent_id=ctx.parent_id)]
 
 
+def _variant_ideas(ctx: AgentContext) -> list[Idea]:
+    """Each seed variant not yet started from, as it is (autotuned where its kernels list configs): one idea each."""
+    started = {m.params.get(VARIANT) for t in ctx.history for m in t.results if m.params}
+    started |= {m.params.get(VARIANT) for _, m in ctx.pool if m.params}
+    ideas = []
+    for name, source in sorted(ctx.seed_variants.items()):
+        if name in started:
+            continue
+        autotuned = autotune_seed(source)
+        source = autotuned.source if autotuned.kernels else source
+        params = {**seed_knobs(source), **({AUTOTUNE: True} if autotuned.kernels else {}), VARIANT: name}
+        why = VARIANT_REASONS.get(name, f"another seed of the same problem ({name})")
+        hypothesis = f"{_measured(ctx, None, at='its layout')}: {why}."
+        ideas.append(Idea(tier=1, title=f"Start from the seed's {name.replace('_', '-')} variant",
+                          hypothesis=hypothesis, variants=[Variant(source=source, label=name, params=params)],
+                          parent_id=ctx.parent_id))
+    return ideas
+
+
 def _config_ideas(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Idea]:
     """One idea per kernel (not autotuned) whose other heuristic configs are untried: each config as a variant."""
     ideas = []
@@ -185,7 +211,8 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
     knobs = [k for k in knobs if k.kernel not in autotuned]  # its autotuner times those configs itself
     order = sorted(knobs, key=lambda k: (misses.get(k.name, 0) >= patience, KIND_ORDER[k.kind], k.kernel,
                                          misses.get(k.name, 0), k.name))
-    ideas = (_autotune_idea(ctx, parent, tried) + _config_ideas(ctx, parent, tried))[: max(ctx.max_ideas, 0)]
+    ideas = (_variant_ideas(ctx) + _autotune_idea(ctx, parent, tried)
+             + _config_ideas(ctx, parent, tried))[: max(ctx.max_ideas, 0)]
     for knob in order:
         if len(ideas) >= max(ctx.max_ideas, 0):
             break
