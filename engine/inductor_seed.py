@@ -141,6 +141,26 @@ def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, d
     return y
 
 
+@contextlib.contextmanager
+def _layout_decided_as_for_a_gpu():
+    """Inductor's channels-last decision as it makes it for a GPU. For a CPU graph it always picks channels-last
+    (for oneDNN); with oneDNN off it applies its GPU heuristic (channel counts, grouped convs, weighted FLOPs).
+    Only the decision is taken with oneDNN off: the code is generated with it on, because the conv's output
+    layout Inductor bakes in follows the backend (oneDNN, like cuDNN, returns channels-last for a channels-last
+    input; the CPU's fallback conv returns it contiguous)."""
+    import torch
+    from torch._inductor.graph import GraphLowering
+
+    decide = GraphLowering.decide_layout_opt
+
+    def gpu_decision(gm: Any, *, is_inference: bool) -> bool:
+        with torch.backends.mkldnn.flags(enabled=False):
+            return decide(gm, is_inference=is_inference)
+
+    with mock.patch.object(GraphLowering, "decide_layout_opt", staticmethod(gpu_decision)):
+        yield
+
+
 def _conv_bias_peeled(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
                       output_padding: Any, groups: int) -> Any:
     """A library convolution without its bias, the bias added after it, as Inductor lowers a conv for a GPU
@@ -301,15 +321,13 @@ def inductor_code(exported: _Exported, library: bool = False, channels_last: boo
     from torch._inductor.utils import get_code
 
     # Layout optimisation off by default: a channels-last conv runs another cuDNN algorithm than the Model's
-    # own call, with other rounding (the harness judges whether the `channels_last` variant still passes). On
-    # the CPU Inductor makes every conv channels-last for oneDNN; with oneDNN off it applies the heuristic it
-    # uses for a GPU (channel counts, grouped convs, weighted FLOPs).
+    # own call, with other rounding (the harness judges whether the `channels_last` variant still passes).
     patches = {"cpu_backend": "triton", "triton.native_matmul": not library, "freezing": False,
                "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": channels_last}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
         if channels_last:
-            stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+            stack.enter_context(_layout_decided_as_for_a_gpu())
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
         if not library:
             stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))

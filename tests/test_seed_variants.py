@@ -38,7 +38,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(2, {cin}, 5, 5)]
+    return [torch.randn(16, {cin}, 5, 5)]
 
 
 def get_init_inputs():
