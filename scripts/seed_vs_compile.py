@@ -1,8 +1,8 @@
 """Where a seed loses to torch.compile: the GPU time of each kernel, seed against compile, for one problem.
 
 Per problem it makes the seed as the tool does (Inductor's code generated on the CPU, engine/inductor_seed.py),
-the same seed autotuned over its listed configs (engine/seed_autotune.py), and with `--variants` every layout
-variant the seed generator writes beside it; builds each ModelNew on the GPU, times the forwards
+the same seed autotuned over its listed configs (engine/seed_autotune.py), and every variant the seed
+generator writes beside it (its channels-last convs), plain and autotuned; builds each ModelNew on the GPU, times the forwards
 (triton.testing.do_bench: warm-up, L2 flushed, median) beside eager and torch.compile, and lists each
 forward's kernels by GPU time (torch.profiler, 20 forwards).
 
