@@ -175,6 +175,59 @@ def _conv_bias_peeled(x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
     return y + bias.reshape(1, -1, *[1] * (y.dim() - 2))
 
 
+@contextlib.contextmanager
+def _convs_channels_last():
+    """A conv's output layout, as the traced graph and Inductor's code assume it, by cuDNN's rule (channels-last
+    when its input or weight is) rather than by the CPU conv backend the code is generated with; and a 3-d conv's
+    always channels-last, which Inductor then asks of its input and weight too (it never lays a 3-d conv out so
+    itself, but cuDNN computes one that way and otherwise transposes the output back, a whole pass over it). The
+    seed runs on cuDNN; its layout guard says so where cuDNN returns another layout."""
+    import torch
+    from torch._prims_common import suggest_memory_format
+
+    def cudnn_rule(input_: Any, weight: Any, backend: Any) -> Any:
+        if weight.dim() == 5:
+            return torch.channels_last_3d
+        if weight.dim() == 4 and torch.channels_last in (suggest_memory_format(input_), suggest_memory_format(weight)):
+            return torch.channels_last
+        return torch.contiguous_format
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    # Fake tensors cache an op's output layout across graphs (class-wide): a conv traced before, under the CPU's
+    # rule, would keep that layout here, and this rule's layouts must not outlive the context either.
+    FakeTensorMode.cache_clear()
+    try:
+        with mock.patch.object(torch._C, "_conv_determine_backend_memory_format", cudnn_rule):
+            yield
+    finally:
+        FakeTensorMode.cache_clear()
+
+
+def _outputs_contiguous(graph_module: Any, skip: int, eager: Any) -> None:
+    """Each graph output past the first `skip` (new buffer values) made contiguous where the Model's own output
+    (`eager`, one tensor or a tuple) is and the graph computes it in another layout (a channels-last conv's
+    result), so the seed returns the layout the Model returns; Inductor writes the layout change in the kernel
+    that computes the output."""
+    import torch
+
+    eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
+    graph = graph_module.graph
+    output = next(n for n in graph.nodes if n.op == "output")
+    values = list(output.args[0])
+    for i, value in enumerate(values[skip:], start=skip):
+        meta = getattr(value, "meta", {}).get("val")
+        own = eager[i - skip] if i - skip < len(eager) else None
+        if (isinstance(meta, torch.Tensor) and not meta.is_contiguous() and isinstance(own, torch.Tensor)
+                and own.is_contiguous()):
+            with graph.inserting_before(output):
+                values[i] = graph.call_function(torch.ops.aten.clone.default, (value,),
+                                                {"memory_format": torch.contiguous_format})
+                values[i].meta["val"] = meta.clone(memory_format=torch.contiguous_format)
+    output.args = (type(output.args[0])(values),)
+    graph_module.recompile()
+
+
 def _conv2d_as_matmul(x: Any, weight: Any, stride: list, padding: list, dilation: list, groups: int) -> Any:
     import torch
     import torch.nn.functional as F
@@ -273,10 +326,11 @@ class _Exported:
     mutations: list[str] = field(default_factory=list)
 
 
-def export_problem(model: Any, inputs: list, library: bool = False, peel_bias: bool = False) -> _Exported:
+def export_problem(model: Any, inputs: list, library: bool = False, peel_bias: bool = False,
+                   contiguous_outputs: bool = False) -> _Exported:
     """The problem's forward as an ATen graph whose placeholders are its state and inputs, in order; with
     `library` its convolutions stay convolutions (a library call; with `peel_bias` their bias is added after
-    them), else they become im2col and a matmul."""
+    them), else they become im2col and a matmul. `contiguous_outputs`: `_outputs_contiguous`."""
     import torch
     from torch.export.graph_signature import InputKind, OutputKind
 
@@ -286,6 +340,8 @@ def export_problem(model: Any, inputs: list, library: bool = False, peel_bias: b
         ep = ep.run_decompositions(_decompositions(library, peel_bias))
     sig = ep.graph_signature
     mutations = [o.target for o in sig.output_specs if o.kind == OutputKind.BUFFER_MUTATION]
+    if contiguous_outputs:
+        _outputs_contiguous(ep.graph_module, len(mutations), out)
     kinds = [o.kind for o in sig.output_specs]
     if kinds != [OutputKind.BUFFER_MUTATION] * len(mutations) + [OutputKind.USER_OUTPUT] * (len(kinds) - len(mutations)):
         raise SeedError("the forward mutates an input (or returns more than its outputs and new buffer values); "
@@ -322,8 +378,11 @@ def inductor_code(exported: _Exported, library: bool = False, channels_last: boo
 
     # Layout optimisation off by default: a channels-last conv runs another cuDNN algorithm than the Model's
     # own call, with other rounding (the harness judges whether the `channels_last` variant still passes).
+    # No FX graph cache: what is patched around code generation (the conv layout rule, the device checks) is not
+    # in its key.
     patches = {"cpu_backend": "triton", "triton.native_matmul": not library, "freezing": False,
-               "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": channels_last}
+               "triton.unique_kernel_names": True, "fallback_random": True, "layout_optimization": channels_last,
+               "fx_graph_cache": False}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
         if channels_last:
@@ -795,17 +854,18 @@ def _generate(model: Any, inputs: list, channels_last: bool = False
     the problem computes more than those (engine/problem_spec.py `library_leave`), as torch.compile does on a
     GPU; a problem that is only a GEMM or a conv, or whose library form leaves Inductor nothing to write, gets
     them in Triton (exported again with its convolutions lowered: a graph without any is exported once).
-    `channels_last` asks for Inductor's layout choice for the library convolutions (else none is generated:
-    SeedError), the seed's variant."""
+    `channels_last` asks for the library convolutions channels-last (2-d: where Inductor's GPU heuristic picks
+    it; 3-d: always, `_convs_channels_last`), the seed's variant (SeedError where there is no library conv)."""
     from .problem_spec import LIBRARY_OPS, library_leave
 
     exported = export_problem(model, inputs, library=True)
     ops = _graph_ops(exported)
     allowed = library_leave(ops)
     if allowed:  # decided on the problem's own ops: a conv's bias is the conv's work, not other work
-        if "convolution" in ops:
-            exported = export_problem(model, inputs, library=True, peel_bias=True)
-        code = inductor_code(exported, library=True, channels_last=channels_last)
+        with _convs_channels_last() if channels_last else contextlib.nullcontext():
+            if "convolution" in ops:
+                exported = export_problem(model, inputs, library=True, peel_bias=True, contiguous_outputs=channels_last)
+            code = inductor_code(exported, library=True, channels_last=channels_last)
         wrapper = _Wrapper(code)
         if wrapper.kernels:
             return exported, code, wrapper, allowed, False
@@ -819,7 +879,7 @@ def _generate(model: Any, inputs: list, channels_last: bool = False
 
 def write_seed(problem: str | Path, model: Any, inputs: list, channels_last: bool = False) -> Seed:
     """The seed candidate's source for a problem whose Model (built) and inputs are given; with
-    `channels_last`, its variant with the library convolutions in the layout Inductor picks for them."""
+    `channels_last`, its variant with the library convolutions channels-last (`_generate`)."""
     problem = Path(problem).resolve()
     exported, code, wrapper, allowed, convs = _generate(model, inputs, channels_last)
     body, extern, launched, consts = _rewrite_call(wrapper, exported)
@@ -835,8 +895,8 @@ def write_seed(problem: str | Path, model: Any, inputs: list, channels_last: boo
     parts = [_PRELUDE.format(
         problem_name=problem.name, future=future, extern=extern,
         why="Inductor's kernels, made launchable by hand" + (
-            "; its convolutions in the layout Inductor picks for them (channels-last where its heuristic expects a "
-            "gain), as torch.compile does on a GPU" if channels_last else ""),
+            "; its convolutions channels-last: the 2-d ones where Inductor's GPU heuristic picks it, as torch.compile "
+            "does, the 3-d ones always (cuDNN computes them so)" if channels_last else ""),
         extern_note=f"\nLibrary calls kept (EXTERN): {', '.join(extern)}." if extern else "",
         dots="convolution" if convs else "matmul"),
         f"# ---- the problem {problem.name}, verbatim ----\n{problem_source}\n# ---- end of the problem ----\n"]
@@ -892,8 +952,8 @@ def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None 
 
 
 def _channels_last_variant(problem: str | Path, size: str | None, seed: Seed) -> Seed | None:
-    """The seed with its library convolutions where Inductor's GPU heuristic would lay them out, when that
-    differs from the seed (the Model's own layout)."""
+    """The seed with its library convolutions channels-last (`_generate`), when that differs from the seed (the
+    Model's own layout)."""
     if "convolution" not in seed.extern:
         return None
     try:

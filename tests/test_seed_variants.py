@@ -1,7 +1,8 @@
-"""A conv problem's seed comes with a variant whose convolutions are laid out as torch.compile lays them out on a
-GPU (channels-last where Inductor's heuristic expects a gain; engine/inductor_seed.py), and the playbook starts
-from it once, autotuned, before tuning the seed's own knobs. On a GPU torch.compile's channels-last convs are
-most of its lead over a seed in the Model's layout (docs/results/h100/kernelbench_sample.md, the layout probe)."""
+"""A conv problem's seed comes with a variant whose convolutions are channels-last (2-d ones where Inductor's GPU
+heuristic expects a gain, as torch.compile lays them out; 3-d ones always, which cuDNN computes so;
+engine/inductor_seed.py), and the playbook starts from it once, autotuned, before tuning the seed's own knobs. On
+a GPU torch.compile's channels-last convs were most of its lead over a seed in the Model's layout
+(docs/results/h100/kernelbench_sample.md, the layout probe)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,29 @@ def get_init_inputs():
 '''
 
 
+CONV3D = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.{conv}(8, 16, 3)
+
+    def forward(self, x):
+        return torch.sigmoid(self.conv(x)) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(16, 8, 5, 6, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
 def _problem(folder: Path, name: str, cin: int, cout: int, groups: int = 1) -> Path:
     path = folder / f"{name}.py"
     path.write_text(PROBLEM.format(cin=cin, cout=cout, groups=groups))
@@ -83,6 +107,42 @@ def test_the_variant_passes_the_worker_check(seeded):
     assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
 
 
+@pytest.mark.parametrize("conv", ["Conv3d", "ConvTranspose3d"])
+def test_a_3d_conv_runs_channels_last_in_the_variant_and_returns_the_models_layout(tmp_path, conv):
+    """Inductor never lays a 3-d conv out channels-last; the variant does (its input and weight copied so), the
+    Triton after the conv reads that layout, and the output comes back contiguous, as the Model's does."""
+    problem = tmp_path / f"{conv}.py"
+    problem.write_text(CONV3D.format(conv=conv))
+    (verdict,) = inductor_seeds([problem], tmp_path / "seed.py")
+    variant = Path(verdict["variants"][CHANNELS_LAST])
+    text = variant.read_text()
+    after_conv = re.search(r"torch\.convolution\(.*\n\s*_check_layout\(\w+, \((\d+), (\d+), (\d+), (\d+), (\d+)\), "
+                           r"\((\d+), (\d+), (\d+), (\d+), (\d+)\)\)", text)
+    assert after_conv, text[-3000:]
+    channels, stride = int(after_conv.group(2)), [int(after_conv.group(i)) for i in range(6, 11)]
+    assert stride[1] == 1 and stride[4] == channels  # channels innermost: channels-last 3-d
+    with Worker(device="cpu") as w:
+        report = w.check(str(variant), kernel="problem", problem=str(problem), size="small")
+    assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
+    run = subprocess.run([sys.executable, "-c", f"""
+import importlib.util, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+variant = load({str(variant)!r}, "variant")
+torch.manual_seed(0)
+x = torch.randn(16, 8, 5, 6, 7)
+torch.manual_seed(1)
+out = variant.ModelNew()(x)
+torch.manual_seed(1)
+ref = variant.Model()(x)
+print(out.is_contiguous(), ref.is_contiguous(), bool(torch.allclose(out, ref, atol=1e-5)))
+"""], capture_output=True, text=True, timeout=300)
+    assert run.stdout.split() == ["True", "True", "True"], run.stderr[-2000:]
+
+
 def _ctx(source: str, variants: dict, history=()) -> AgentContext:
     parent = Measurement("problem-0001", "Inductor seed", True, kernel_ms=2.0, params=seed_knobs(source))
     return AgentContext(kernel="problem", backend="triton", device="cuda", device_name="H100", shape={},
@@ -102,7 +162,7 @@ def test_the_playbook_starts_from_the_variant_first_autotuned_and_only_once(seed
     expected = tuned.source if tuned.kernels else variant
     assert first.variants[0].source == expected
     assert first.variants[0].params["variant"] == CHANNELS_LAST
-    assert "2 ms" in first.hypothesis and "channels-last" in first.hypothesis
+    assert "2 ms" in first.hypothesis and "faster channels-last" in first.hypothesis
 
     tried = Tried(first.tier, first.title, first.hypothesis, first.parent_id,
                   [Measurement("c1", CHANNELS_LAST, False, failure="smoke: off by 1e-3", params=first.variants[0].params)])
@@ -132,3 +192,18 @@ def test_a_kernelbench_run_tries_the_variant_after_the_seed(tmp_path):
     assert "Start from the seed's channels-last variant" in ideas
     decisions = {p["candidate_id"]: p["decision"] for t, p in rows if t == "decision"}
     assert decisions.get(written[1]["candidate_id"]) in ("kept", "discarded"), decisions  # passed its checks
+
+
+def test_the_llm_is_told_of_the_channels_last_layout_where_the_seed_has_that_variant(seeded):
+    from autokernel.engine.agents.prompts import build_prompt
+    from autokernel.engine.problem_spec import problem_brief
+
+    wide, verdict = seeded["wide"]
+    source = Path(verdict["seed"]).read_text()
+    variant = Path(verdict["variants"][CHANNELS_LAST]).read_text()
+    ctx = _ctx(source, {CHANNELS_LAST: variant})
+    ctx.seed_source, ctx.seed = source, ctx.parent_measurement
+    prompt = build_prompt(ctx, problem_brief(wide))
+    assert "convolutions faster channels-last" in prompt
+    ctx.seed_variants = {}
+    assert "channels-last" not in build_prompt(ctx, problem_brief(wide))

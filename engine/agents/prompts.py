@@ -190,6 +190,10 @@ def seed_section(ctx: AgentContext) -> list[str]:
              f"Measured: {describe_measurement(seed)}"]
     if seed is not None and seed.params:
         lines.append("Launch settings: " + ", ".join(f"{k}={v}" for k, v in seed.params.items()))
+    if "channels_last" in ctx.seed_variants:
+        lines.append("Layout: cuDNN runs this problem's convolutions faster channels-last (torch.compile lays 2-d ones "
+                     "out so on a GPU; cuDNN computes 3-d ones so and transposes back); the seed keeps the Model's "
+                     "layout. cuDNN's channels-last algorithm may round differently: the checks judge it.")
     return lines + ["```python", _shown(ctx.seed_source, ctx), "```", ""]
 
 

@@ -28,10 +28,12 @@ KIND_ORDER = {"block": 0, "warps": 1, "stages": 2}
 AUTOTUNE = "autotune"  # the param that marks a seed whose listed configs Triton's autotuner times
 VARIANT = "variant"  # the param that names the seed variant a candidate started from
 VARIANT_REASONS = {
-    "channels_last": ("torch.compile, on a GPU, lays these convolutions out channels-last (Inductor's layout "
-                      "heuristic), where cuDNN's kernels run faster for the price of a copy in and out; this is "
-                      "Inductor's code for that layout, its kernels autotuned as well. cuDNN's channels-last "
-                      "algorithm may round differently: the checks keep it only within the problem's tolerance"),
+    "channels_last": ("cuDNN runs these convolutions faster channels-last: torch.compile, on a GPU, lays 2-d ones "
+                      "out so where Inductor's heuristic expects a gain (for a copy in and out), and a 3-d one, "
+                      "which it leaves, cuDNN computes channels-last anyway and transposes back, a whole pass over "
+                      "its output. This is Inductor's code with the convolutions channels-last, its kernels "
+                      "autotuned as well. cuDNN's channels-last algorithm may round differently: the checks keep "
+                      "it only within the problem's tolerance"),
 }
 REASONS = {
     ("block", "up"): "each program takes twice the elements, so half as many programs run (less per-program "
