@@ -207,3 +207,15 @@ def test_the_llm_is_told_of_the_channels_last_layout_where_the_seed_has_that_var
     assert "convolutions faster channels-last" in prompt
     ctx.seed_variants = {}
     assert "channels-last" not in build_prompt(ctx, problem_brief(wide))
+
+
+def test_a_variant_that_cannot_be_made_leaves_the_seed_standing(monkeypatch, tmp_path):
+    """Inductor failing on the channels-last form (any error, not only SeedError) means no variant, not no seed."""
+    import autokernel.engine.inductor_seed as seeding
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("Inductor fell over")
+
+    monkeypatch.setattr(seeding, "seed_for_problem", fails)
+    seed = seeding.Seed(source='"""doc"""\nx = 1\n', kernels=["k"], extern=["convolution"], inductor_code="")
+    assert seeding._channels_last_variant(tmp_path / "p.py", None, seed) is None
