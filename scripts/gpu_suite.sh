@@ -197,10 +197,11 @@ kbsite() {
 }
 
 step_kbeval() {
-  # Issue 25: a batch's model_new.py files judged by KernelBench's own static checker and eval. Needs a
-  # KernelBench checkout's src in $KB_SRC (default .kb/src, fetched, never committed) and its problems in
-  # $KB_PROBLEMS; KernelBench's pydantic/requests come from .kbwhl/ where the GPU image lacks them. A sample too
-  # long for one session runs as chunks (KB_PROBLEMS=some of its files), merged by scripts/kb_merge.py.
+  # Issue 25: a batch's model_new.py files judged by KernelBench's own static checker and eval. Needs the src
+  # folder of a KernelBench checkout (the one holding kernelbench/) in $KB_SRC (default .kb/src; fetched, never
+  # committed) and its problems in $KB_PROBLEMS; KernelBench's pydantic/requests come from .kbwhl/ where the GPU
+  # image lacks them. A sample too long for one session runs as chunks (KB_PROBLEMS=some of its files), merged
+  # by scripts/kb_merge.py.
   ak kernelbench ${KB_PROBLEMS:-.kb/problems tests/kernelbench_problems} --device "$DEVICE" --workers auto \
     --max-experiments-per-problem "${KB_EXPERIMENTS:-4}" --json > "$RESULTS/kb_batch.json" 2> "$RESULTS/kb_batch.log"
   echo "kernelbench batch rc=$?"; tail -3 "$RESULTS/kb_batch.log"
