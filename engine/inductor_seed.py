@@ -141,26 +141,6 @@ def _conv_as_matmul(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, d
     return y
 
 
-@contextlib.contextmanager
-def _layout_decided_as_for_a_gpu():
-    """Inductor's channels-last decision as it makes it for a GPU. For a CPU graph it always picks channels-last
-    (for oneDNN); with oneDNN off it applies its GPU heuristic (channel counts, grouped convs, weighted FLOPs).
-    Only the decision is taken with oneDNN off: the code is generated with it on, because the conv's output
-    layout Inductor bakes in follows the backend (oneDNN, like cuDNN, returns channels-last for a channels-last
-    input; the CPU's fallback conv returns it contiguous)."""
-    import torch
-    from torch._inductor.graph import GraphLowering
-
-    decide = GraphLowering.decide_layout_opt
-
-    def gpu_decision(gm: Any, *, is_inference: bool) -> bool:
-        with torch.backends.mkldnn.flags(enabled=False):
-            return decide(gm, is_inference=is_inference)
-
-    with mock.patch.object(GraphLowering, "decide_layout_opt", staticmethod(gpu_decision)):
-        yield
-
-
 def _conv_bias_peeled(x: Any, weight: Any, bias: Any, stride: Any, padding: Any, dilation: Any, transposed: bool,
                       output_padding: Any, groups: int) -> Any:
     """A library convolution without its bias, the bias added after it, as Inductor lowers a conv for a GPU
@@ -177,13 +157,24 @@ def _conv_bias_peeled(x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
 
 @contextlib.contextmanager
 def _convs_channels_last():
-    """A conv's output layout, as the traced graph and Inductor's code assume it, by cuDNN's rule (channels-last
-    when its input or weight is) rather than by the CPU conv backend the code is generated with; and a 3-d conv's
-    always channels-last, which Inductor then asks of its input and weight too (it never lays a 3-d conv out so
-    itself, but cuDNN computes one that way and otherwise transposes the output back, a whole pass over it). The
-    seed runs on cuDNN; its layout guard says so where cuDNN returns another layout."""
+    """What the seed's variant is generated under (with Inductor's layout optimisation on, `inductor_code`).
+    Inductor's channels-last decision as it makes it for a GPU: for a CPU graph it always picks channels-last (for
+    oneDNN); with oneDNN off it applies its GPU heuristic (channel counts, grouped convs, weighted FLOPs), so only
+    the decision is taken with oneDNN off. A conv's output layout, as the traced graph and Inductor's code assume
+    it, by cuDNN's rule (channels-last when its input or weight is) rather than by the CPU conv backend the code is
+    generated with; and a 3-d conv's always channels-last, which Inductor then asks of its input and weight too
+    (it never lays a 3-d conv out so itself, but cuDNN computes one that way and otherwise transposes the output
+    back, a whole pass over it). The seed runs on cuDNN; its layout guard says so where cuDNN returns another
+    layout."""
     import torch
+    from torch._inductor.graph import GraphLowering
     from torch._prims_common import suggest_memory_format
+
+    decide = GraphLowering.decide_layout_opt
+
+    def gpu_decision(gm: Any, *, is_inference: bool) -> bool:
+        with torch.backends.mkldnn.flags(enabled=False):
+            return decide(gm, is_inference=is_inference)
 
     def cudnn_rule(input_: Any, weight: Any, backend: Any) -> Any:
         if weight.dim() == 5:
@@ -198,7 +189,8 @@ def _convs_channels_last():
     # rule, would keep that layout here, and this rule's layouts must not outlive the context either.
     FakeTensorMode.cache_clear()
     try:
-        with mock.patch.object(torch._C, "_conv_determine_backend_memory_format", cudnn_rule):
+        with mock.patch.object(torch._C, "_conv_determine_backend_memory_format", cudnn_rule), \
+                mock.patch.object(GraphLowering, "decide_layout_opt", staticmethod(gpu_decision)):
             yield
     finally:
         FakeTensorMode.cache_clear()
@@ -369,7 +361,7 @@ def inductor_code(exported: _Exported, library: bool = False, channels_last: boo
     """Inductor's wrapper code (kernels included) for the exported graph, generated but never compiled. With
     `library` its GEMMs and convolutions stay library calls (`extern_kernels.mm`, `.convolution`: cuBLAS and
     cuDNN on a GPU), as torch.compile leaves them on a GPU by default; without, they are Triton too. With
-    `channels_last`, Inductor's layout optimisation decides the convolutions' layout as it does for a GPU."""
+    `channels_last`, Inductor's layout optimisation is on (the variant: under `_convs_channels_last`)."""
     import torch
     import torch.utils._triton as triton_utils
     from torch._inductor import config
@@ -385,8 +377,6 @@ def inductor_code(exported: _Exported, library: bool = False, channels_last: boo
                "fx_graph_cache": False}
     with contextlib.ExitStack() as stack:
         stack.enter_context(config.patch(patches))
-        if channels_last:
-            stack.enter_context(_layout_decided_as_for_a_gpu())
         stack.enter_context(mock.patch.object(triton_utils, "triton_hash_with_backend", lambda: "0" * 64))
         if not library:
             stack.enter_context(mock.patch("torch._inductor.kernel.mm.use_native_matmul", _native_matmul_anywhere))
@@ -938,6 +928,7 @@ class ModelNew(Model):
 
 
 def _loaded(problem: str | Path, device: str, size: str | None) -> tuple[Any, list]:
+    """The problem's Model and inputs, loaded the way the harness does (seeded Model, one get_inputs() draw)."""
     from .model_loading import load_model
 
     loaded = load_model(Path(problem), device, size=size)
@@ -945,19 +936,13 @@ def _loaded(problem: str | Path, device: str, size: str | None) -> tuple[Any, li
     return loaded.model, list(loaded.inputs)
 
 
-def seed_for_problem(problem: str | Path, device: str = "cpu", size: str | None = None,
-                     channels_last: bool = False) -> Seed:
-    """Load the problem file the way the harness does (seeded Model, one get_inputs() draw) and seed it."""
-    return write_seed(problem, *_loaded(problem, device, size), channels_last=channels_last)
-
-
-def _channels_last_variant(problem: str | Path, size: str | None, seed: Seed) -> Seed | None:
-    """The seed with its library convolutions channels-last (`_generate`), when that differs from the seed (the
-    Model's own layout)."""
+def _channels_last_variant(problem: str | Path, model: Any, inputs: list, seed: Seed) -> Seed | None:
+    """The seed of the same loaded Model with its library convolutions channels-last (`_generate`), when that
+    differs from the seed (the Model's own layout)."""
     if "convolution" not in seed.extern:
         return None
     try:
-        variant = seed_for_problem(problem, "cpu", size, channels_last=True)
+        variant = write_seed(problem, model, inputs, channels_last=True)
     except Exception:  # noqa: BLE001 - the variant is optional: whatever stops it, the seed stands
         return None
 
@@ -985,8 +970,9 @@ def main(argv: list[str] | None = None) -> int:
         if len(args.problems) > 1:
             out.mkdir(parents=True, exist_ok=True)
             out = out / f"{Path(problem).stem}_seed.py"
+        model, inputs = _loaded(problem, "cpu", args.size)  # once, for the seed and its variant
         try:
-            seed = seed_for_problem(problem, "cpu", args.size)
+            seed = write_seed(problem, model, inputs)
         except SeedError as e:
             print(json.dumps({"problem": problem, "ok": False, "error": str(e)}), flush=True)
             failed += 1
@@ -994,7 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(seed.source)
         variant_path(out, CHANNELS_LAST).unlink(missing_ok=True)  # a variant left from an earlier seed
         variants = {}
-        variant = _channels_last_variant(problem, args.size, seed)
+        variant = _channels_last_variant(problem, model, inputs, seed)
         if variant is not None:
             variants[CHANNELS_LAST] = str(variant_path(out, CHANNELS_LAST))
             Path(variants[CHANNELS_LAST]).write_text(variant.source)

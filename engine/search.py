@@ -138,6 +138,17 @@ def candidate_path(workdir: Path, c: CandidateRecord, starter_path: Path | None)
     return path
 
 
+def _read_seed_variants(spec: Any) -> dict[str, str]:
+    """The spec's other seeds, {name: source} (one that went missing is left out)."""
+    out = {}
+    for name, path in getattr(spec, "seed_variants", {}).items():
+        try:
+            out[name] = Path(path).read_text()
+        except OSError:
+            continue
+    return out
+
+
 class TargetSearch:
     """Searches one target until plateau, exhaustion, budget, skip or stop; `work` is what a pool pulls
     (`target_scheduler` merges the open targets' work into one stream)."""
@@ -147,6 +158,7 @@ class TargetSearch:
         self.t = target
         self.spec = spec
         self.starter_path: Path | None = Path(spec.starters[target.backend]) if target.backend in spec.starters else None
+        self.seed_variants = _read_seed_variants(spec)  # read once: the files do not change during a search
         self._agent_failed = False  # every propose() of the last round raised
         self._agent_failures = 0  # such rounds in a row
         self.running = 0  # this target's experiments started and not ended
@@ -329,18 +341,8 @@ class TargetSearch:
             best=best.measurement() if best else None,
             pool=[(c.candidate_id, c.measurement()) for c in t.pool(lim.pool_size)],
             history=t.history(), round=t.rounds, max_ideas=lim.max_ideas, max_variants=lim.max_variants,
-            hint=self.ctx.hint, problem=self.spec.agent_problem(), seed_variants=self._seed_variants(),
+            hint=self.ctx.hint, problem=self.spec.agent_problem(), seed_variants=self.seed_variants,
         )
-
-    def _seed_variants(self) -> dict[str, str]:
-        """The spec's other seeds, read (one that went missing is left out)."""
-        out = {}
-        for name, path in getattr(self.spec, "seed_variants", {}).items():
-            try:
-                out[name] = Path(path).read_text()
-            except OSError:
-                continue
-        return out
 
     def _first_parent(self) -> CandidateRecord | None:
         """The parent of the first ideas when the target has no candidate (a whole problem's Model)."""

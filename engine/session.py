@@ -455,6 +455,11 @@ class OptimizeSession:
             return bool(getattr(self._agent, "tunes_seeds", False))
         return True  # both agents `make_agent` builds (playbook and LLM) work from Inductor's seed
 
+    @property
+    def _seed_file(self) -> Path:
+        """Where the whole problem's Inductor seed is written (its variants beside it)."""
+        return session_dir(self.session_id) / "inductor_seed.py"
+
     def _seeded_if_needed(self, emit: Callable[[ev.Event], Any], device: str, beside_kernels: bool = False) -> bool:
         """Whether the whole-problem target can go ahead: an agent that writes ModelNew needs nothing; one
         that tunes seeds needs Inductor's seed (made in a subprocess), unless a resumed target already has
@@ -470,7 +475,7 @@ class OptimizeSession:
 
         emit(ev.Log(level="info", message=("asking" if beside_kernels else "no operation of a known kernel type: asking")
                                           + " Inductor for a seed of the whole problem"))
-        path, why = seed_problem(self.config.model_path, session_dir(self.session_id) / "inductor_seed.py",
+        path, why = seed_problem(self.config.model_path, self._seed_file,
                                  self.config.size or default_size(device))
         if path is None:  # beside kernel-type targets it is only this target that is lost, not the problem
             emit(ev.Log(level="warning", message=(f"whole-problem target left out: Inductor could not seed it: {why}"
@@ -485,8 +490,7 @@ class OptimizeSession:
             if self._seed_path is not None:  # the seed is the starter the search checks and times first
                 brief = replace(brief, starters={"triton": str(self._seed_path)},
                                 summary=f"{brief.summary}, starting from Inductor's seed")
-            seed = self._seed_path or session_dir(self.session_id) / "inductor_seed.py"  # a resumed one has it
-            return replace(brief, seed_variants=seed_variants(seed))
+            return replace(brief, seed_variants=seed_variants(self._seed_file))  # a resumed session's too
         from autokernel.kernels import get_spec
 
         return get_spec(name)

@@ -142,10 +142,9 @@ def _autotune_idea(ctx: AgentContext, parent: dict, tried: set[str]) -> list[Ide
                  variants=[variant], parent_id=ctx.parent_id)]
 
 
-def _variant_ideas(ctx: AgentContext) -> list[Idea]:
+def _variant_ideas(ctx: AgentContext, tried_params: list[dict]) -> list[Idea]:
     """Each seed variant not yet started from, as it is (autotuned where its kernels list configs): one idea each."""
-    started = {m.params.get(VARIANT) for t in ctx.history for m in t.results if m.params}
-    started |= {m.params.get(VARIANT) for _, m in ctx.pool if m.params}
+    started = {params.get(VARIANT) for params in tried_params}
     ideas = []
     for name, source in sorted(ctx.seed_variants.items()):
         if name in started:
@@ -208,12 +207,13 @@ def propose_seed_moves(ctx: AgentContext, patience: int, known: dict, misses: di
         return []
     autotuned = autotuned_kernels(ctx.parent_source)
     parent = {**seed_knobs(ctx.parent_source), **({AUTOTUNE: True} if autotuned else {})}
-    tried = {_key(m.params) for t in ctx.history for m in t.results if m.params}
-    tried |= {_key(m.params) for _, m in ctx.pool if m.params} | {_key(parent)}
+    tried_params = [m.params for t in ctx.history for m in t.results if m.params]
+    tried_params += [m.params for _, m in ctx.pool if m.params]
+    tried = {_key(params) for params in tried_params} | {_key(parent)}
     knobs = [k for k in knobs if k.kernel not in autotuned]  # its autotuner times those configs itself
     order = sorted(knobs, key=lambda k: (misses.get(k.name, 0) >= patience, KIND_ORDER[k.kind], k.kernel,
                                          misses.get(k.name, 0), k.name))
-    ideas = (_variant_ideas(ctx) + _autotune_idea(ctx, parent, tried)
+    ideas = (_variant_ideas(ctx, tried_params) + _autotune_idea(ctx, parent, tried)
              + _config_ideas(ctx, parent, tried))[: max(ctx.max_ideas, 0)]
     for knob in order:
         if len(ideas) >= max(ctx.max_ideas, 0):
