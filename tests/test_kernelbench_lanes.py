@@ -122,3 +122,56 @@ def test_the_cli_runs_as_many_problems_at_once_as_workers_asked_for(flags, lanes
     assert type(batch) is (LaneBatch if lanes > 1 else KernelBenchBatch)
     assert (batch.lanes, batch.config.lanes, batch.config.workers, n) == (lanes, lanes, workers, 6)
     assert batch.report()["lanes"] == lanes
+
+
+@pytest.mark.timeout(300)
+def test_a_lane_keeps_its_child_for_its_next_problem(tmp_path, monkeypatch):
+    """Five quick problems on two lanes run in two child processes, not five: a lane's child stays up between
+    its problems (no fresh imports and cold caches per problem) and leaves once the batch is done."""
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    for k in range(5):
+        (folder / f"{k + 1}_good.py").write_text(PROBLEM_SRC)
+    monkeypatch.setattr(kernelbench_lanes, "CHILD", (sys.executable, str(HERE / "kernelbench_lane_child.py")))
+    monkeypatch.setenv("LANE_SPECS", str(tmp_path))
+    store = Store(tmp_path / "s.db")
+    config = BatchConfig(device="cpu", max_experiments=2, command="autokernel kernelbench X", lanes=2)
+    batch = LaneBatch(discover([folder])[0], config, store)
+    report = batch.run()
+    assert [r["status"] for r in report["problems"]] == ["correct"] * 5 and report["complete"]
+    pids = {store.session(sid)["pid"] for sid in batch.sessions.values()}
+    assert len(batch.sessions) == 5 and len(pids) == 2 and os.getpid() not in pids
+    assert batch._children == {}  # every lane closed its child
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def _lane_child(tmp_path):
+    import subprocess
+
+    env = dict(os.environ, LANE_SPECS=str(tmp_path))
+    env.pop("LANE_SLOW_ENDS", None)
+    return subprocess.Popen((sys.executable, str(HERE / "kernelbench_lane_child.py")), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+@pytest.mark.timeout(300)
+def test_a_lane_child_leaves_when_its_parent_is_gone_and_ends_cleanly_when_told_there_is_no_more(tmp_path):
+    import json
+
+    idle = _lane_child(tmp_path)
+    assert json.loads(idle.stdout.readline()) == {"ready": True}
+    idle.stdin.close()  # the lane had nothing for it
+    assert idle.wait(timeout=60) == 0
+
+    (tmp_path / "1_slow.py").write_text(PROBLEM_SRC)
+    busy = _lane_child(tmp_path)
+    assert json.loads(busy.stdout.readline()) == {"ready": True}
+    request = {"db": str(tmp_path / "s.db"), "name": "1_slow", "path": str(tmp_path / "1_slow.py"), "resume": None,
+               "config": {"device": "cpu", "max_experiments": 3, "command": "x"}}
+    busy.stdin.write(json.dumps(request) + "\n")
+    busy.stdin.flush()
+    assert "session" in json.loads(busy.stdout.readline())  # its problem runs (until stopped: it is slow)
+    busy.stdin.close()  # the parent is gone
+    assert busy.wait(timeout=60) == kernelbench_lanes.ORPHANED
