@@ -131,8 +131,8 @@ class Worker:
     def _ensure(self) -> None:
         if not self._alive():
             self._cleanup()
+            self._starts += 1  # one that dies while it starts counts too
             self._start()
-            self._starts += 1
             self.restarts = self._starts - 1
 
     def _kill(self) -> None:
@@ -204,10 +204,17 @@ class Worker:
 
     # -- requests ----------------------------------------------------------------------------
     def _send(self, request: Request) -> None:
-        """Send a request, restarting a worker that died between requests."""
+        """Send a request, restarting a worker that died between requests or while it started (the request's
+        candidate has not run yet, so that death is not its fault: an OOM killer, a user's kill)."""
         self._join_start()
         for attempt in (1, 2):
-            self._ensure()
+            try:
+                self._ensure()
+            except WorkerDied as e:
+                self._cleanup()
+                if attempt == 2 or e.status != CRASH:  # a start that hangs is not tried for another 180 s
+                    raise
+                continue
             try:
                 self._conn.send(request)
                 return

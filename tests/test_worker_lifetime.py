@@ -86,3 +86,25 @@ def test_compiling_ahead_makes_inputs_only_for_a_baseline_not_compiled_yet(monke
     for _ in range(3):
         timing.compile_ahead(spec, shape, "fp32", "cpu")
     assert made == [shape] and list(timing._COMPILE_ERRORS.values()) == ["torch.compile failed: RuntimeError: no compiler here"]
+
+
+def test_a_worker_killed_while_it_starts_is_started_again_and_the_candidate_still_runs(worker, monkeypatch):
+    """A worker SIGKILLed before it answered its start (an OOM killer, a user's kill: the soak's worker_kill)
+    never ran the candidate, so the candidate is not failed for it: a fresh worker runs it."""
+    import subprocess
+
+    from autokernel.engine import worker as worker_module
+
+    real = subprocess.Popen
+    started = []
+
+    def popen(argv, **kw):
+        started.append(argv)
+        if len(started) == 1:  # the first worker dies before it says it is ready
+            argv = [argv[0], "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+        return real(argv, **kw)
+
+    monkeypatch.setattr(worker_module.subprocess, "Popen", popen)
+    report = worker.check(str(get_spec("reduce").starters["triton"]), kernel="reduce")
+    assert report.passed, report.to_json()
+    assert len(started) == 2 and worker.restarts == 1
