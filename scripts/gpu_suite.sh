@@ -3,6 +3,7 @@
 #
 #   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 layout mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
+#   scripts/gpu_suite.sh setup soak                                   # issue 24's soak, .llmwhl/ carried
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -223,6 +224,18 @@ own_eval() {
   "$PY" -c "import json,sys; print(json.dumps([r for f in sys.argv[1:] for r in json.load(open(f))], indent=2))" \
     "$RESULTS"/kb_own_eval.[0-9]*.json > "$RESULTS/kb_own_eval.json"
   echo "kernelbench own eval: $n shard(s)"; grep -v Warning "$RESULTS/kb_own_eval.txt" | tail -14
+}
+
+step_soak() {
+  # Issue 24: the soak on this GPU (scripts/soak.py: the LLM agent against a local scripted server, faults on a
+  # schedule, the engine killed and resumed) for $SOAK_MINUTES (default 20). The GPU image lacks litellm: its
+  # wheels and the small ones it needs come in .llmwhl/ (py3.12 manylinux wheels, `pip download`, see
+  # docs/results/soak.md). The figures land in $RESULTS/soak/soak.md and soak.json (rewritten every minute).
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .llmwhl/*.whl || return 1
+  "$PY" scripts/soak.py --minutes "${SOAK_MINUTES:-20}" --device "$DEVICE" --out "$RESULTS/soak" \
+    > "$RESULTS/soak.txt" 2>&1
+  echo "soak rc=$?"; tail -3 "$RESULTS/soak.txt"
 }
 
 step_multigpu() {

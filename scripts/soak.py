@@ -155,6 +155,7 @@ class Soak:
     def _command(self, resume: str | None, max_experiments: int | None = None) -> list[str]:
         cmd = [sys.executable, "-m", "autokernel.engine.cli", "optimize", "--headless", "--device", self.args.device,
                "--api-base", self.llm.api_base, "--db", str(self.db), "--plateau", "1000000", "--no-integrate",
+               "--stop-at-ceiling", "0",  # on a GPU the starter is at the ceiling at once: the soak must go on
                "--llm-timeout-s", repr(self.args.llm_timeout_s)]
         if resume:
             cmd += ["--resume", resume]
