@@ -231,6 +231,17 @@ class TargetSearch:
             yield self._run_starter()
             yield from self._settle()
         starter = t.starter
+        if starter is not None and not starter.passed and starter.killed_from_outside and len(t.starters) == 1:
+            # the tool's own starter: its worker's death is not the code's fault, so it runs once more
+            ctx.emit(ev.Log(level="info", message=f"{t.name}: the starter's worker was killed ({starter.failure}); "
+                                                  "running the starter again"))
+            why = self._halt(budget=True)
+            if why:
+                self._done(*why)
+                return
+            yield self._run_starter(again=True)
+            yield from self._settle()
+            starter = t.starter
         if starter is not None and not starter.passed:
             fit = no_fit(starter.failure, ctx.device)
             if fit:
@@ -409,14 +420,15 @@ class TargetSearch:
         n = self.ctx.state.experiments + 1
         return n, f"{self.t.name}-{n:04d}"
 
-    def _run_starter(self) -> Experiment:
+    def _run_starter(self, again: bool = False) -> Experiment:
         if self.starter_path is None:
             raise RuntimeError(f"kernel {self.t.name} has no {self.t.backend} starter")
         source = self.starter_path.read_text()
         n, cid = self._next_id()
         params = self.spec.starter_params(source)
+        label = ("starter" if not params else "Inductor seed") + (", again" if again else "")
         self.ctx.emit(ev.CandidateWritten(candidate_id=cid, idea_id="", experiment=n, target=self.t.name,
-                                          backend=self.t.backend, label="starter" if not params else "Inductor seed",
+                                          backend=self.t.backend, label=label,
                                           parent_id=None, source=source, diff="", params=params))
         yield from self._evaluate(self.t.candidates[cid])
 

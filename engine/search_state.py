@@ -15,7 +15,7 @@ from typing import Any
 
 from . import events as ev
 from .agents.base import Measurement, Tried
-from .results import STAGES
+from .results import CRASH, STAGES
 from .session_state import model_vs_compile
 
 TERMINAL = ("pass", "fail", "crash", "timeout", "skipped")
@@ -69,6 +69,12 @@ class CandidateRecord:
         return self.reason if self.decision == "failed" else ""
 
     @property
+    def killed_from_outside(self) -> bool:
+        """Its worker died of SIGKILL while checking it (an OOM killer, a user's kill): the tool's own timeouts
+        are reported as timeouts, and a candidate's own fault as a failure or another signal."""
+        return any(status == CRASH and "SIGKILL" in detail for status, detail in self.stages.values())
+
+    @property
     def kernel_ms(self) -> float | None:
         return self.bench.get("kernel_ms") if self.bench else None
 
@@ -102,8 +108,15 @@ class TargetState:
         return self.candidates.get(self.best_id) if self.best_id else None
 
     @property
+    def starters(self) -> list[CandidateRecord]:
+        """The starter's runs: one, or a second where the first one's worker was killed from outside."""
+        return [c for c in self.candidates.values() if c.is_starter]
+
+    @property
     def starter(self) -> CandidateRecord | None:
-        return next((c for c in self.candidates.values() if c.is_starter), None)
+        """The starter's latest run."""
+        runs = self.starters
+        return runs[-1] if runs else None
 
     def pool(self, size: int) -> list[CandidateRecord]:
         """The fastest candidates that passed and were not rejected: the seeds come from here."""

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -508,3 +509,49 @@ def test_llm_usage_notes_and_redacted_errors(env):
     assert any("agent: rate limited" in e.message for e in _events(store, sid, ev.Log))
     session.stop()
     assert agent.cancelled
+
+
+class _KilledOnce(FakeWorker):
+    """A worker whose process is SIGKILLed from outside (an OOM killer, a user) during the checks listed in
+    `kills` (0-based check numbers), as engine/worker.py reports it; any other death would be the code's."""
+
+    def __init__(self, kills, how="worker died with SIGKILL during smoke"):
+        super().__init__()
+        self.kills, self.how = set(kills), how
+        self.n = 0
+
+    def check(self, path, kernel, backend, on_stage=None, extra_shapes=None, dtypes=None):
+        n, self.n = self.n, self.n + 1
+        if n not in self.kills:
+            return super().check(path, kernel, backend, on_stage, extra_shapes, dtypes)
+        from autokernel.engine.results import CheckReport, StageOutcome, STAGES
+
+        self.checked.append(Path(path).name)
+        on_stage and on_stage(STAGES[0], "crash", self.how, 0.0)
+        return CheckReport(kernel=kernel, backend=backend, device="cpu", candidate=str(path), error=self.how,
+                           stages=[StageOutcome(STAGES[0], "crash", self.how)]
+                           + [StageOutcome(s, "skipped", "") for s in STAGES[1:]])
+
+
+@pytest.mark.parametrize("kills, how, runs, outcome", [
+    ({0}, "worker died with SIGKILL during smoke", ["failed", "kept"], None),  # run again, then searched
+    ({0, 1}, "worker died with SIGKILL during smoke", ["failed", "failed"], "failed"),  # once only
+    ({0}, "worker died with SIGSEGV during smoke", ["failed"], "failed"),  # the code's own crash: no second run
+])
+def test_a_starter_whose_worker_was_killed_from_outside_runs_once_more(env, kills, how, runs, outcome):
+    tmp_path, model = env
+    session, store = _session(tmp_path, model, ScriptedAgent(moves=[("tile", [(0.8, "")])]),
+                              worker=_KilledOnce(kills, how), plateau=2)
+    session.run()
+    sid = session.session_id
+    written = [c for c in _events(store, sid, ev.CandidateWritten) if c.target == "fakesoft"]
+    decisions = {d.candidate_id: d.decision for d in _events(store, sid, ev.Decision)}
+    starters = [c for c in written if c.idea_id == ""]
+    assert [decisions[c.candidate_id] for c in starters] == runs
+    assert [c.label for c in starters] == ["starter", "starter, again"][:len(runs)]
+    done = {e.target: e.reason for e in _events(store, sid, ev.TargetDone)}
+    if outcome:
+        assert done["fakesoft"] == outcome and len(written) == len(runs)
+    else:  # the target went on from the second run: a round was tried on it
+        assert done["fakesoft"] != "failed" and len(written) > len(runs)
+        assert session.state.targets["fakesoft"].starter.candidate_id == starters[1].candidate_id
