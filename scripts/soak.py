@@ -185,10 +185,14 @@ class Soak:
                           "log": log.name})
 
     def _session_of_run(self) -> str | None:
+        """The session the running (or just ended) engine opened or resumed: the one its pid holds, not merely
+        the newest, which is the last engine's until this one has created its own."""
+        if self.proc is None:
+            return None
         try:
             with connect_ro(self.db) as conn:
-                row = conn.execute("SELECT id FROM sessions WHERE kind='optimize' ORDER BY created DESC, id DESC "
-                                   "LIMIT 1").fetchone()
+                row = conn.execute("SELECT id FROM sessions WHERE kind='optimize' AND pid=? "
+                                   "ORDER BY created DESC, id DESC LIMIT 1", [self.proc.pid]).fetchone()
         except sqlite3.Error:
             return None
         return row[0] if row else None
