@@ -20,6 +20,7 @@ CASES = [
     ("conv2d 5x7 strided", (8, 32, 64, 80), (64, 32, 5, 7), {"stride": 2}),
     ("conv1d dilated", (16, 64, 4096), (128, 64, 3), {"dilation": 2}),
     ("depthwise 3x5", (8, 64, 64, 64), (64, 1, 3, 5), {"groups": 64}),
+    ("pointwise 1x1", (8, 64, 64, 64), (128, 64, 1, 1), {}),  # a depthwise-separable conv's second half (86)
     ("conv3d 3x3x3", (4, 16, 16, 32, 32), (32, 16, 3, 3, 3), {"padding": 1}),
     ("conv_transpose2d", (8, 64, 32, 32), (64, 32, 3, 3), {"stride": 2, "transposed": True}),
 ]
