@@ -106,7 +106,6 @@ def patch(model, verify=True, kinds=None):
 
 def _results_md(session: dict, state: SearchState, chosen, left_out: list[str], pkg: str, out: Path,
                 applied: list[str]) -> str:
-    started = state.started
     cfg = dict(session.get("config") or {})
     lines = [f"# Kernels from autokernel session `{session['id']}`", ""]
     lines += [f"- model: `{session.get('model')}`", f"- device: {session.get('device_name') or session.get('device')}",

@@ -15,7 +15,6 @@ from typing import Any, Iterable, NamedTuple
 
 from . import events as ev
 from .fit import NO_FIT
-from .results import STAGES
 from .worker_board import WorkerBoard
 
 LOG_LINES = 500

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import sandbox
-from .results import CRASH, FAIL, PASS, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
+from .results import CRASH, FAIL, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
 from .worker_messages import (BENCH_REPLIES, CHECK_REPLIES, START_REPLIES, BenchRequest, CheckRequest, Coverage,
                               Exit, Fault, LoadError, Ready, Record, Reply, Request, Result, StageEnded,
                               StageStarted)

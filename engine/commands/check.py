@@ -6,7 +6,6 @@ Exit 0 when every stage passes, 1 when the candidate fails, 2 for bad input to t
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from ..errors import UserError

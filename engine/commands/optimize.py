@@ -12,7 +12,6 @@ import argparse
 import re
 import sys
 import threading
-import time
 from typing import Any, TextIO
 
 from .. import events as ev
