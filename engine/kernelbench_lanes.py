@@ -90,18 +90,18 @@ class _Child:
         except ProcessLookupError:
             pass
 
-    def close(self) -> int:
-        """Tell it the lane has no more problems (its stdin closes) and wait for it to end: its exit code."""
+    def close(self) -> None:
+        """Tell it the lane has no more problems (its stdin closes) and wait for it to end."""
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 pipe.close()
             except OSError:
                 pass
         try:
-            return self.proc.wait(timeout=CLOSE_TIMEOUT_S)
+            self.proc.wait(timeout=CLOSE_TIMEOUT_S)
         except subprocess.TimeoutExpired:  # idle children leave at once; this one is stuck
             self.proc.kill()
-            return self.proc.wait()
+            self.proc.wait()
 
 
 class LaneBatch(KernelBenchBatch):
@@ -156,11 +156,12 @@ class LaneBatch(KernelBenchBatch):
         finally:
             self._retire(k)
 
-    def _retire(self, k: int) -> int | None:
-        """Lane `k`'s child closed and gone: its exit code, None if it had none."""
+    def _retire(self, k: int) -> None:
+        """Lane `k`'s child, if it has one, closed and gone."""
         with self._children_lock:
             child = self._children.pop(k, None)
-        return None if child is None else child.close()
+        if child is not None:
+            child.close()
 
     def _child(self, k: int, gpu: str | None) -> _Child:
         """Lane `k`'s child, started if it has none (its own session: Ctrl-C in the terminal reaches the
@@ -202,10 +203,9 @@ class LaneBatch(KernelBenchBatch):
         result = self._read(i, child)
         if result is not None:
             return result
-        code = self._retire(k)
+        self._retire(k)
         return ProblemResult(name=problem.name, path=str(problem.path), status="error",
-                             reason=lost_reason(child.proc.wait() if code is None else code,
-                                                self.sessions.get(i), problem),
+                             reason=lost_reason(child.proc.wait(), self.sessions.get(i), problem),
                              session_id=self.sessions.get(i), seconds=round(time.monotonic() - t0, 1),
                              meaningful=self.config.device == "cuda")
 

@@ -223,25 +223,18 @@ class TargetSearch:
                 return
             yield self._evaluate(c)
         yield from self._settle()
-        if t.starter is None and (self.starter_path is not None or self.spec.starter_required):
+        while self._starter_to_run():
+            again = t.starter is not None
+            if again:
+                ctx.emit(ev.Log(level="info", message=f"{t.name}: the starter's worker was killed "
+                                                      f"({t.starter.failure}); running the starter again"))
             why = self._halt(budget=True)
             if why:
                 self._done(*why)
                 return
-            yield self._run_starter()
+            yield self._run_starter(again=again)
             yield from self._settle()
         starter = t.starter
-        if starter is not None and not starter.passed and starter.killed_from_outside and len(t.starters) == 1:
-            # the tool's own starter: its worker's death is not the code's fault, so it runs once more
-            ctx.emit(ev.Log(level="info", message=f"{t.name}: the starter's worker was killed ({starter.failure}); "
-                                                  "running the starter again"))
-            why = self._halt(budget=True)
-            if why:
-                self._done(*why)
-                return
-            yield self._run_starter(again=True)
-            yield from self._settle()
-            starter = t.starter
         if starter is not None and not starter.passed:
             fit = no_fit(starter.failure, ctx.device)
             if fit:
@@ -419,6 +412,14 @@ class TargetSearch:
     def _next_id(self) -> tuple[int, str]:
         n = self.ctx.state.experiments + 1
         return n, f"{self.t.name}-{n:04d}"
+
+    def _starter_to_run(self) -> bool:
+        """Whether the starter runs (next): first of all where the target has one, and once more where its worker
+        was killed from outside, since the starter is the tool's own code and that death is not the code's fault."""
+        runs = self.t.starters
+        if not runs:
+            return self.starter_path is not None or self.spec.starter_required
+        return len(runs) == 1 and not runs[0].passed and runs[0].killed_from_outside
 
     def _run_starter(self, again: bool = False) -> Experiment:
         if self.starter_path is None:
