@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -434,29 +435,37 @@ def _serve(conn: _Duplex, device: str) -> None:
         if not isinstance(req, (CheckRequest, BenchRequest)):  # answered, so the engine is not left waiting
             conn.send(Result(f"the worker does not know this request: {_describe(req)}"))
             continue
-        carry_on = _handle(conn, device, req, baseline_rss)
+        answer, held_before = _handle(conn, device, req)
         _let_go(device)  # the request's candidate, its inputs and outputs are unreferenced now: hand them back
-        if not carry_on:
+        if answer is None:  # a device fault, already told: this worker ends
+            return
+        # A later candidate must not inherit what a hog allocated (it stays with its module): a fresh worker.
+        if not answer.exiting and (_grown(baseline_rss) or _left_on_device(device, held_before)):
+            answer = Result(answer.error, exiting=True)
+        conn.send(answer)
+        if answer.exiting:
             return
 
 
-def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest, baseline_rss: int) -> bool:
-    """One request, answered; False when this worker must exit after it. Everything it built (the bound
-    candidate, the check's context) is local here, so none of it outlives the request."""
+def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest) -> tuple[Result | None, int | None]:
+    """One request, run; returns its closing answer (None after a device fault, which ends the worker) and the
+    device memory held just before the candidate loaded. Everything it built (the bound candidate, the check's
+    context) is local here, so none of it outlives the request: the caller sends the answer once it is gone."""
     from . import guards, harness, precompile, timing
 
+    held_before = None
     try:
         try:
             spec = _spec_for(req, device)
         except Exception as e:  # the problem itself does not load or returns no tensor (or tuple of tensors)
             why = f"the problem: {type(e).__name__}: {harness._first_line(e)}"
             conn.send(LoadError(why))
-            conn.send(Result(why))
             traceback.print_exc()
-            return True
+            return Result(why), None
         if isinstance(req, BenchRequest) and timing.times_compile(device, req.with_compile):
             for shape in req.shapes:  # torch's compile threads come up before the snapshot: they are not the candidate's
                 timing.compile_ahead(spec, shape, req.dtype, device)
+        held_before = _held_on_device(device)  # the problem and its baselines are built: the rest is the candidate's
         threads_before = guards.thread_snapshot()
         with guards.untouched() as watch:
             try:
@@ -464,11 +473,8 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest, baseli
                 _refuse_at_import(guards, threads_before)
             except harness.CandidateError as e:
                 conn.send(LoadError(str(e)))
-                if guards.replaced() or guards.threads_left(threads_before):
-                    conn.send(Result(str(e), exiting=True))  # what it left behind stays in this process
-                    return False
-                conn.send(Result(str(e)))
-                return True
+                # what it left behind stays in this process
+                return Result(str(e), exiting=guards.replaced() or guards.threads_left(threads_before)), held_before
             match req:
                 case CheckRequest():
                     ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req.extra_shapes),
@@ -489,27 +495,19 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest, baseli
         if changed:
             # The candidate replaced torch functions: its verdict, and every later reference in
             # this process, would be suspect. Reject it and end this worker.
-            conn.send(Result(f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
-                             exiting=True))
-            return False
-        # A later candidate must not share the process with threads left running, nor inherit what a hog
-        # allocated (it stays with its module): a fresh worker for the next.
-        if guards.threads_left(threads_before) or _grown(baseline_rss):
-            conn.send(Result("", exiting=True))
-            return False
-        conn.send(Result(""))
-        return True
+            return Result(f"the candidate {guards.replaced_reason(changed, 'while it was checked')}",
+                          exiting=True), held_before
+        # A later candidate must not share the process with threads left running: a fresh worker for the next.
+        return Result("", exiting=guards.threads_left(threads_before)), held_before
     except harness.DeviceFault as e:
         conn.send(Fault(f"device fault: {e}"))
-        return False
+        return None, held_before
     except Exception as e:
         if harness.is_device_fault(e):
             conn.send(Fault(f"device fault: {type(e).__name__}: {harness._first_line(e)}"))
-            return False
-        retire = isinstance(e, MemoryError) or _grown(baseline_rss)
-        conn.send(Result(f"{type(e).__name__}: {harness._first_line(e)}", exiting=retire))
+            return None, held_before
         traceback.print_exc()
-        return not retire
+        return Result(f"{type(e).__name__}: {harness._first_line(e)}", exiting=isinstance(e, MemoryError)), held_before
 
 
 def _let_go(device: str) -> None:
@@ -533,11 +531,32 @@ def _resident_bytes() -> int:
         return 0
 
 
+def _growth_limit() -> float:
+    """How much more memory a worker may hold after a request before it retires (AUTOKERNEL_WORKER_GROWTH_GB,
+    default 2 GiB): a candidate that allocated until it failed leaves it all behind, and the next one would
+    inherit it (and a GPU left full makes every later candidate "not fit")."""
+    return float(os.environ.get("AUTOKERNEL_WORKER_GROWTH_GB", 2)) * 2**30
+
+
 def _grown(baseline: int) -> bool:
-    """Whether the worker holds far more memory than when it was ready (AUTOKERNEL_WORKER_GROWTH_GB, default
-    2): a candidate that allocated until it failed leaves it all behind, and the next one would inherit it."""
-    limit = float(os.environ.get("AUTOKERNEL_WORKER_GROWTH_GB", 2)) * 2**30
-    return bool(baseline) and _resident_bytes() - baseline > limit
+    """Whether the worker's resident memory grew past the limit since it was ready."""
+    return bool(baseline) and _resident_bytes() - baseline > _growth_limit()
+
+
+def _held_on_device(device: str) -> int | None:
+    """Bytes of live tensors on the GPU now (None on CPU, where resident memory says it)."""
+    if not str(device).startswith("cuda"):
+        return None
+    import torch
+
+    return torch.cuda.memory_allocated()
+
+
+def _left_on_device(device: str, before: int | None) -> bool:
+    """Whether the request left tensors on the GPU past the limit once its own references were gone: the
+    problem and its baselines were built before `before` was read, so the growth is the candidate's."""
+    after = _held_on_device(device)
+    return before is not None and after is not None and after - before > _growth_limit()
 
 
 def _refuse_at_import(guards: Any, threads_before: tuple) -> None:
@@ -553,6 +572,21 @@ def _refuse_at_import(guards: Any, threads_before: tuple) -> None:
         raise CandidateError(threads)
 
 
+def _end_with_the_engine(read_fd: int, scratch: Path) -> None:
+    """Wait for the engine's end of the request pipe to close, and if it does, end this worker and its process
+    group at once: an engine that was killed never asks again, and a candidate mid-stage (a hang, a long
+    benchmark) would otherwise keep the device until it next wrote to the broken pipe, or forever."""
+    watch = select.poll()
+    watch.register(read_fd, 0)  # no events asked for: poll wakes only for a hang-up, an error, or a closed fd
+    while True:
+        for _, happened in watch.poll():
+            if happened & select.POLLNVAL:  # the worker closed its own end: it is leaving by itself
+                return
+            if happened & (select.POLLHUP | select.POLLERR):
+                shutil.rmtree(scratch, ignore_errors=True)
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
 def main(argv: list[str]) -> None:
     read_fd, write_fd, device = int(argv[0]), int(argv[1]), argv[2]
     if device == "cpu":
@@ -561,6 +595,8 @@ def main(argv: list[str]) -> None:
     # candidate may reach (network, writable paths) is fixed here; processes are refused after warm-up.
     scratch = sandbox.make_scratch()
     sandbox.confine(scratch, device)
+    threading.Thread(target=_end_with_the_engine, args=(read_fd, scratch), name="autokernel-engine-watch",
+                     daemon=True).start()
     conn = _Duplex(read_fd, write_fd)
     try:
         _serve(conn, device)

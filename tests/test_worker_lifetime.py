@@ -4,6 +4,11 @@ workers come up side by side before their first request."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +113,48 @@ def test_a_worker_killed_while_it_starts_is_started_again_and_the_candidate_stil
     report = worker.check(str(get_spec("reduce").starters["triton"]), kernel="reduce")
     assert report.passed, report.to_json()
     assert len(started) == 2 and worker.restarts == 1
+
+
+_ENGINE = """
+import sys
+from autokernel.engine.worker import Worker
+
+w = Worker(device="cpu", stage_timeout=3600)
+w._ensure()
+print("worker", w._proc.pid, flush=True)
+w.check(sys.argv[1], kernel="softmax", on_stage=lambda stage, status, *_: print(stage, status, flush=True))
+"""
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is no zombie (a killed engine's children are reaped by whoever adopts them)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def test_a_worker_mid_stage_ends_when_its_engine_is_killed(tmp_path):
+    """The engine SIGKILLed while a candidate hangs: nobody will ever read the worker's answer, so the worker
+    (and the device it holds) must go at once, not at its next message or never."""
+    starter = get_spec("softmax").starters["triton"]
+    hang = tmp_path / "hang.py"  # spins forever once it has run the kernel
+    hang.write_text(Path(starter).read_text().replace("def kernel_fn(", "def _kernel(", 1)
+                    + "\n\ndef kernel_fn(x):\n    y = _kernel(x)\n    while True:\n        pass\n")
+    engine = subprocess.Popen([sys.executable, "-c", _ENGINE, str(hang)], stdout=subprocess.PIPE, text=True)
+    pid = None
+    try:
+        pid = int(engine.stdout.readline().split()[1])
+        for line in engine.stdout:  # wait until the hanging stage is under way
+            if line.split() == ["smoke", "running"]:
+                break
+        engine.kill()
+        engine.wait()
+        deadline = time.monotonic() + 60
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pid)
+    finally:
+        engine.kill()
+        if pid and alive(pid):  # the failing case: leave no spinning orphan behind
+            os.kill(pid, signal.SIGKILL)
