@@ -40,6 +40,7 @@ from .model_new import CHECK_DONE
 from .problem_spec import PROBLEM_TARGET, defines_problem
 from .search import UNTIMED
 from .search_state import stored_session
+from .seed_prefetch import SeedPrefetch
 from .session import _stored_url
 from .store import Recorder, Store
 
@@ -341,6 +342,20 @@ class BatchConfig:
     # CLI asks for more than one, so the TUI's live batch keeps the in-process path its controls steer.
     lanes: int = 1
     verbose: bool = False  # with lanes: each child prints its problem's experiments (in-process, listeners do)
+    # The next problems' Inductor seeds made while a problem runs (engine/seed_prefetch.py); None: where the
+    # playbook agent tunes seeds beside a GPU.
+    prefetch_seeds: bool | None = None
+
+    def seeds_ahead(self) -> bool:
+        if self.prefetch_seeds is not None:
+            return self.prefetch_seeds
+        return self.agent == "playbook" and self.device == "cuda"
+
+    def seed_size(self) -> str:
+        """The size each problem's session seeds at (engine/session.py)."""
+        from .model_loading import default_size
+
+        return self.size or default_size(self.device)
 
 
 class KernelBenchBatch:
@@ -374,6 +389,7 @@ class KernelBenchBatch:
         self._stop = threading.Event()
         self._lock = threading.Lock()  # the session under way
         self._recording = threading.RLock()  # the batch's events and callbacks (a lane batch: several threads)
+        self._ahead = SeedPrefetch(config.seed_size()) if config.seeds_ahead() else None
 
     @classmethod
     def resuming(cls, stored: Any, store: Store, **kw: Any) -> "KernelBenchBatch":
@@ -454,6 +470,8 @@ class KernelBenchBatch:
             status = "failed"
             raise
         finally:
+            if self._ahead is not None:
+                self._ahead.close()
             self.index = None
             report = self.report()
             recorder.emit(ev.SessionDone(status=status, summary=report))
@@ -472,6 +490,9 @@ class KernelBenchBatch:
             self._record(i, self._run_one(i, problem))
 
     def _started(self, i: int) -> None:
+        if self._ahead is not None:  # the problems to start next, as many as run at once
+            after = [p.path for k, p in enumerate(self.problems) if k > i and k not in self.rows]
+            self._ahead.ask(after[:self.lanes])
         if self.on_start:
             with self._recording:
                 self.on_start(i, self.problems[i])

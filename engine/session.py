@@ -35,6 +35,7 @@ from .target_scheduler import TargetScheduler
 from .whole_problem import FALLBACK, choose_route, fallback_not_needed, fallback_reserve, with_whole_target
 
 SEED_FAILED = "skipped: no kernel type, and Inductor could not seed it: "  # a Log's prefix; the rest is why
+SEED_CACHED = "Inductor's seed of this problem came from the seed cache (the same file, size and versions)"
 
 DTYPE_ALIASES = {
     "float32": "fp32", "torch.float32": "fp32", "float": "fp32", "fp32": "fp32",
@@ -475,8 +476,8 @@ class OptimizeSession:
 
         emit(ev.Log(level="info", message=("asking" if beside_kernels else "no operation of a known kernel type: asking")
                                           + " Inductor for a seed of the whole problem"))
-        path, why = seed_problem(self.config.model_path, self._seed_file,
-                                 self.config.size or default_size(device))
+        path, why = seed_problem(self.config.model_path, self._seed_file, self.config.size or default_size(device),
+                                 on_cached=lambda: emit(ev.Log(level="info", message=SEED_CACHED)))
         if path is None:  # beside kernel-type targets it is only this target that is lost, not the problem
             emit(ev.Log(level="warning", message=(f"whole-problem target left out: Inductor could not seed it: {why}"
                                                   if beside_kernels else f"{SEED_FAILED}{why}")))
