@@ -28,16 +28,14 @@ configs, which Inductor would time on a GPU, are listed beside them (`K0_OTHER_C
 from __future__ import annotations
 
 import ast
-import base64
 import contextlib
-import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from .seeding import CHANNELS_LAST, variant_path
+from .seeding import CHANNELS_LAST, MissingSidecar, embedded, variant_path
 
 HEADER_IMPORTS = {  # what Inductor's kernel sources import; the seed imports the same once at its top
     "triton", "triton.language", "torch._inductor.runtime", "torch._inductor.runtime.triton_helpers",
@@ -803,20 +801,13 @@ def _check_layout(tensor, size, stride):  # Inductor's code assumes these (a dim
 '''
 
 
-_SIDECAR = re.compile(r"Path\(__file__\)\.with_name\((['\"])([^'\"]+)\1\)")
-
-
 def _embedded(source: str, folder: Path) -> str:
-    """`source` with each file it reads from beside itself (`Path(__file__).with_name("x.pt")`, an extracted
-    problem's saved tensors) replaced by those bytes, inline: the seed must run from anywhere (issue 25)."""
-    def inline(m: re.Match) -> str:
-        sidecar = folder / m.group(2)
-        if not sidecar.is_file():
-            raise SeedError(f"the problem reads {m.group(2)} beside it, which does not exist")
-        data = base64.b64encode(sidecar.read_bytes()).decode()
-        return f"__import__('io').BytesIO(__import__('base64').b64decode({data!r}))"
-
-    return _SIDECAR.sub(inline, source)
+    """`source` with the files it reads beside itself inline (`seeding.embedded`), or a SeedError saying which is
+    missing."""
+    try:
+        return embedded(source, folder)
+    except MissingSidecar as e:
+        raise SeedError(str(e)) from None
 
 
 def _problem_source(problem: Path) -> tuple[str, str]:

@@ -12,10 +12,12 @@ copy, not ~25 s of Inductor; a lock per key makes a second asker wait for the fi
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,27 @@ from typing import Callable, Iterator
 SEED_TIMEOUT_S = 300.0
 CHANNELS_LAST = "channels_last"  # a seed's variant with its convolutions in the layout Inductor picks for a GPU
 NO_SEED = "no operation of a kernel type autokernel knows, and Inductor could not seed it"  # the skip's reason
+
+
+_SIDECAR = re.compile(r"Path\(__file__\)\.with_name\((['\"])([^'\"]+)\1\)")
+
+
+class MissingSidecar(ValueError):
+    """A problem reads a file beside itself that is not there."""
+
+
+def embedded(source: str, folder: Path) -> str:
+    """`source` with each file it reads from beside itself (`Path(__file__).with_name("x.pt")`, an extracted
+    problem's saved tensors) replaced by those bytes, inline: the seed must run from anywhere (issue 25), and
+    the seed cache's key must change when those bytes do."""
+    def inline(m: re.Match) -> str:
+        sidecar = folder / m.group(2)
+        if not sidecar.is_file():
+            raise MissingSidecar(f"the problem reads {m.group(2)} beside it, which does not exist")
+        data = base64.b64encode(sidecar.read_bytes()).decode()
+        return f"__import__('io').BytesIO(__import__('base64').b64decode({data!r}))"
+
+    return _SIDECAR.sub(inline, source)
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -114,11 +137,9 @@ def _makers() -> str:
 
 def _cache_key(problem: Path, size: str | None) -> str | None:
     """The seed's key (None when the problem or a file it reads beside it cannot be read)."""
-    from .inductor_seed import SeedError, _embedded
-
     try:
-        text = _embedded(problem.read_text(errors="replace"), problem.parent)
-    except (OSError, SeedError):
+        text = embedded(problem.read_text(errors="replace"), problem.parent)
+    except (OSError, MissingSidecar):
         return None
     return hashlib.sha256("\0".join([text, size or "", _makers()]).encode()).hexdigest()[:40]
 
