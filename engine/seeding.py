@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .roofline import cache_dir
+
 SEED_TIMEOUT_S = 300.0
 CHANNELS_LAST = "channels_last"  # a seed's variant with its convolutions in the layout Inductor picks for a GPU
 NO_SEED = "no operation of a kernel type autokernel knows, and Inductor could not seed it"  # the skip's reason
@@ -117,8 +119,7 @@ def _generate(problem: str | Path, out: Path, size: str | None, timeout_s: float
 
 # -- the seed cache ------------------------------------------------------------------------------------
 def _cache_root() -> Path:
-    base = os.environ.get("AUTOKERNEL_CACHE_DIR") or Path.home() / ".cache" / "autokernel"
-    return Path(base).expanduser() / "seeds"
+    return cache_dir() / "seeds"
 
 
 def _makers() -> str:
