@@ -11,7 +11,8 @@ visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports eac
 `sessions` runs, with fresh databases under DIR:
   1. side by side, each owning one GPU: the bundled Llama's optimize session with --workers 1 on GPU 0, and
      the KernelBench batch with --workers 1 on GPU 1 (one problem at a time; separate GPUs: neither timing
-     sees the other's work);
+     sees the other's work); with more than two GPUs the one-lane batch is dealt into one-lane parts on
+     GPUs 1.. side by side, and their walls are added;
   2. then on all GPUs: the same batch with --workers N (N problems side by side, each on its own GPU with one
      worker: engine/kernelbench_lanes.py) and the same optimize session with --workers N (one pool of N).
 `ray` runs that session once more with --ray local (the workers as Ray actors).
@@ -152,19 +153,66 @@ def _optimize_args(experiments: int) -> list[str]:
             "--plateau", str(10 * experiments), "--no-integrate"]
 
 
+def _one_lane_parts(kb: list[str], gpus: int) -> list[list[str]]:
+    """The batch's problems dealt round-robin into at most `gpus` one-lane batches.
+
+    One lane runs its problems one after another in one process, so its wall time is the sum of its problems'
+    times plus one start: on a box with spare GPUs the one-lane baseline runs as a few such batches side by side
+    (each on its own GPU, as the N-lane batch's lanes run) and their walls add up, instead of holding the box
+    for the whole sum.
+    """
+    from autokernel.engine.kernelbench import discover
+
+    problems, _ = discover(kb)
+    paths = [str(p.path) for p in problems]
+    return [part for part in (paths[k::gpus] for k in range(gpus)) if part]
+
+
+def _part_name(k: int, parts: int) -> str:
+    return "kb_w1" if parts == 1 else f"kb_w1_part{k + 1}"
+
+
+def _one_lane_sum(done: list[dict]) -> dict:
+    """One-lane parts read as one batch: walls added; each part's own figures kept beside."""
+    docs = [d["out"] for d in done if d.get("out")]
+    rows = [row for doc in docs for row in doc.get("problems", [])]
+    return {"name": "kb_w1", "rc": max(d["rc"] for d in done), "wall_s": sum(d["wall_s"] for d in done),
+            "parts": done, "out": {"lanes": 1, "problems": rows, "statuses": _count([r.get("status") for r in rows]),
+                                   "fast_p": _fast_p_of(rows)} if docs else None,
+            "sessions": [s for d in done for s in d.get("sessions", [])]}
+
+
+def _count(statuses: list) -> dict:
+    from autokernel.engine.kernelbench import status_counts
+
+    return status_counts(s for s in statuses if s)
+
+
+def _fast_p_of(rows: list[dict]) -> dict:
+    from autokernel.engine.kernelbench import ProblemResult, fast_p
+
+    return fast_p([ProblemResult.from_json(r) for r in rows])
+
+
 def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int) -> dict:
     n = gpu_count()
     opt = _optimize_args(experiments)
     batch = ["kernelbench", *kb, "--device", "cuda", "--max-experiments-per-problem", str(kb_experiments)]
     runs: dict[str, dict] = {}
 
-    print(f"phase 1: one worker each, side by side on GPU 0 and GPU {min(1, n - 1)}", flush=True)
+    parts = _one_lane_parts(kb, max(1, n - 1)) if kb else []
+    print(f"phase 1: one worker each, side by side: the optimize session on GPU 0, the batch with one lane in "
+          f"{len(parts)} part(s) on GPU(s) {', '.join(str(min(k + 1, n - 1)) for k in range(len(parts))) or '-'}",
+          flush=True)
     t = time.monotonic()
     p_opt = _spawn(opt + ["--workers", "1"], out / "optimize_w1", "0")
-    p_kb = _spawn(batch + ["--workers", "1"], out / "kb_w1", str(min(1, n - 1))) if kb else None
+    p_kb = [_spawn(["kernelbench", *part, *batch[1 + len(kb):], "--workers", "1"], out / _part_name(k, len(parts)),
+                   str(min(k + 1, n - 1))) for k, part in enumerate(parts)]
     runs["optimize_w1"] = _finish("optimize_w1", p_opt, out / "optimize_w1", t)
     if p_kb:
-        runs["kb_w1"] = _finish("kb_w1", p_kb, out / "kb_w1", t)
+        done = [_finish(_part_name(k, len(parts)), proc, out / _part_name(k, len(parts)), t)
+                for k, proc in enumerate(p_kb)]
+        runs["kb_w1"] = done[0] if len(done) == 1 else _one_lane_sum(done)
 
     print(f"phase 2: {n} workers, one per GPU (the batch: {n} problems side by side)", flush=True)
     if kb:
@@ -297,8 +345,12 @@ def _print_summary(result: dict) -> None:
         doc = run.get("out") if name.startswith("kb") else None
         if doc:
             fp = doc.get("fast_p", {})
-            print(f"  {name}: {doc.get('lanes', 1)} problem(s) at once, {run['wall_s']:.0f} s; statuses "
-                  f"{doc.get('statuses')}; fast_p eager {fp.get('eager')}; compile {fp.get('compile')}")
+            parts = " + ".join(f"{part['wall_s']:.0f}" for part in run.get("parts", []))
+            own = sum(r.get("seconds") or 0 for r in doc.get("problems", []))
+            print(f"  {name}: {doc.get('lanes', 1)} problem(s) at once, {run['wall_s']:.0f} s"
+                  + (f" (one-lane parts side by side: {parts})" if parts else "")
+                  + f", the problems' own {own:.0f} s; statuses {doc.get('statuses')}; fast_p eager "
+                  f"{fp.get('eager')}; compile {fp.get('compile')}")
 
 
 def main() -> int:
