@@ -19,6 +19,10 @@ from .search_state import slower_than_eager
 # Below this share of the profiled time in rows of the planned kernel types, the whole problem goes first.
 WHOLE_FIRST_BELOW = 0.8
 FALLBACK = "fallback"  # the plan entry's mark of a whole-problem target searched only if needed
+# What a needed fallback is kept under an experiment cap: Inductor's seed, which runs its kernels at the first
+# launch config Inductor's heuristic lists (untimed), and the seed's first move, which times the listed configs as
+# torch.compile does on a GPU (or lays a conv out as it would): the seed alone is often far from compile's speed.
+FALLBACK_EXPERIMENTS = 2
 
 
 def covered_share(plan: list[dict], rows: list[dict]) -> float:
@@ -51,17 +55,19 @@ def fallback_not_needed(targets: dict[str, Any]) -> str:
 
 
 def fallback_reserve(targets: dict[str, Any], experiments: int, max_experiments: int | None, name: str) -> str | None:
-    """Why kernel-type target `name` ends now: one experiment of the budget is the fallback's (its seed), while
-    the fallback is still needed and not started. None under no experiment cap (the fallback comes at the
+    """Why kernel-type target `name` ends now: the last FALLBACK_EXPERIMENTS of the budget are the fallback's,
+    while the fallback is still needed and not started. None under no experiment cap (the fallback comes at the
     kernel types' plateau), for the whole-problem target itself, and before the target's starter ran (a kernel
     type is planned first: it is never left without a measurement)."""
     if name == PROBLEM_TARGET or max_experiments is None or PROBLEM_TARGET in targets:
         return None
     if name not in targets or not targets[name].candidates:
         return None
-    if experiments < max_experiments - 1 or fallback_not_needed(targets):
+    left = max_experiments - experiments
+    if left <= 0 or left > FALLBACK_EXPERIMENTS or fallback_not_needed(targets):  # at 0 the budget itself ends it
         return None
-    return "the last experiment is kept for the whole-problem fallback (no kernel kept is faster than eager)"
+    return (f"the last {left} experiment(s) are kept for the "
+            "whole-problem fallback (no kernel kept is faster than eager)")
 
 
 def kernel_route_speedup(use: list[tuple[Any, Any]], rows: list[dict]) -> float | None:

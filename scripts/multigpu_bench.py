@@ -136,9 +136,21 @@ def _spawn(args: list[str], folder: Path, gpus: str | None) -> subprocess.Popen:
                             stderr=open(folder / "log.txt", "w"), env=env)
 
 
-def _finish(name: str, proc: subprocess.Popen, folder: Path, started: float) -> dict:
+def _ends(procs: list[subprocess.Popen]) -> list[float]:
+    """When each of `procs` side by side exited (time.monotonic): waiting on them in turn would date every
+    one that ended first at the exit of the one before it."""
+    ends: dict[int, float] = {}
+    while len(ends) < len(procs):
+        for k, proc in enumerate(procs):
+            if k not in ends and proc.poll() is not None:
+                ends[k] = time.monotonic()
+        time.sleep(0.2)
+    return [ends[k] for k in range(len(procs))]
+
+
+def _finish(name: str, proc: subprocess.Popen, folder: Path, started: float, ended: float | None = None) -> dict:
     rc = proc.wait()
-    wall = time.monotonic() - started
+    wall = (ended or time.monotonic()) - started
     try:
         doc = json.loads((folder / "out.json").read_text())
     except (OSError, ValueError):
@@ -208,10 +220,11 @@ def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int) ->
     p_opt = _spawn(opt + ["--workers", "1"], out / "optimize_w1", "0")
     p_kb = [_spawn(["kernelbench", *part, *batch[1 + len(kb):], "--workers", "1"], out / _part_name(k, len(parts)),
                    str(min(k + 1, n - 1))) for k, part in enumerate(parts)]
-    runs["optimize_w1"] = _finish("optimize_w1", p_opt, out / "optimize_w1", t)
+    ends = _ends([p_opt, *p_kb])
+    runs["optimize_w1"] = _finish("optimize_w1", p_opt, out / "optimize_w1", t, ends[0])
     if p_kb:
-        done = [_finish(_part_name(k, len(parts)), proc, out / _part_name(k, len(parts)), t)
-                for k, proc in enumerate(p_kb)]
+        done = [_finish(_part_name(k, len(parts)), proc, out / _part_name(k, len(parts)), t, end)
+                for k, (proc, end) in enumerate(zip(p_kb, ends[1:]))]
         runs["kb_w1"] = done[0] if len(done) == 1 else _one_lane_sum(done)
 
     print(f"phase 2: {n} workers, one per GPU (the batch: {n} problems side by side)", flush=True)

@@ -145,13 +145,14 @@ def test_a_whole_problem_that_failed_leaves_model_new_to_the_kernel_types(tmp_pa
     assert row.status == "correct" and row.kernels == ["fakesoft"], row
 
 
-def test_a_tight_budget_keeps_the_fallbacks_seed_its_experiment(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cap, kernel_type, whole", [(2, 1, 1), (3, 1, 2), (5, 3, 2)])
+def test_a_tight_budget_keeps_the_fallback_its_seed_and_first_move(tmp_path, monkeypatch, cap, kernel_type, whole):
     run = _session(tmp_path, monkeypatch, _rows(0.9), starter_ms=4.0, agent=WholeWriter(ideas_per_target=99),
-                   max_experiments=3)
+                   max_experiments=cap)
     assert run.started == ["fakesoft", PROBLEM_TARGET], run.started
-    assert any("kept for the whole-problem fallback" in m for m in run.logs), run.logs
+    assert any(f"the last {whole} experiment(s) are kept for the whole-problem fallback" in m for m in run.logs), run.logs
     per_target = {name: len(t.candidates) for name, t in run.session.state.targets.items()}
-    assert per_target == {"fakesoft": 2, PROBLEM_TARGET: 1}, per_target
+    assert per_target == {"fakesoft": kernel_type, PROBLEM_TARGET: whole}, per_target
 
 
 def test_under_a_cap_of_one_the_kernel_types_starter_still_runs(tmp_path, monkeypatch):
