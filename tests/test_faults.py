@@ -163,6 +163,30 @@ def test_a_hanging_candidate_times_out_and_the_next_runs(llm_server, tmp_path):
     assert decided[3].candidate_id in _timed(events)
 
 
+def test_a_stop_leaves_a_hung_experiment_to_the_resume_after_the_grace(llm_server, tmp_path):
+    """SIGTERM while a candidate hangs (its stage timeout far off): the engine waits the stop's grace, says it
+    leaves the experiment to the resume and exits 130; the hung worker goes with it, the store stays whole."""
+    llm_server.play(answer_text(1, "cand_hang"))
+    proc = _optimize(tmp_path, "--max-experiments", "3", server=llm_server,
+                     env={"AUTOKERNEL_STAGE_TIMEOUT": "3600", "AUTOKERNEL_STOP_GRACE_S": "5"})
+    try:
+        _wait_until(lambda: _stage_running(tmp_path / "s.db", 2, "shape_sweep") and workers_of(proc.pid), proc)
+        workers = workers_of(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        out, err = _finish(proc, timeout=240)  # without the grace: the stage timeout, an hour
+    finally:
+        _finish(proc)
+    assert proc.returncode == 130, err[-3000:]
+    assert "still under way 5 s after the stop" in err and "leaving it to the resume" in err, err[-3000:]
+    deadline = time.monotonic() + 60  # the worker sees its engine's pipe hang up and ends its process group
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(alive(p) for p in workers)
+    decided = _decisions(_events(tmp_path))
+    assert 2 not in decided  # never recorded as failed: the resume runs it again
+    assert integrity(tmp_path / "s.db") == "ok"
+
+
 def test_a_candidate_that_eats_memory_fails_and_the_next_runs(llm_server, tmp_path):
     llm_server.play(answer_text(1, "cand_hog"), answer_text(2))
     out, err = _finish(_optimize(tmp_path, "--max-experiments", "3", server=llm_server, memory_gb=4))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,6 +58,19 @@ def print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
+STOP_GRACE_ENV = "AUTOKERNEL_STOP_GRACE_S"
+
+
+def stop_grace_s() -> float:
+    """How long a stop (Ctrl-C, SIGTERM) waits for the work under way to end cleanly before leaving anyway: an
+    experiment takes seconds, but one that hangs would hold the stop until its stage timeout, past what a
+    service manager waits after SIGTERM before it kills."""
+    try:
+        return max(0.0, float(os.environ.get(STOP_GRACE_ENV, 60)))
+    except ValueError:
+        return 60.0
+
+
 class BackgroundRun:
     """`work()` on a daemon thread while the main thread waits, so that Ctrl-C reaches the main thread
     (which then asks the work to stop cleanly) and SIGTERM reads as Ctrl-C."""
@@ -85,12 +100,21 @@ class BackgroundRun:
         while not self.finished.wait(0.2):
             pass
 
+    def wait_for(self, seconds: float) -> bool:
+        """Until the work ends or `seconds` pass (in short waits, so Ctrl-C is seen at once); whether it ended."""
+        deadline = time.monotonic() + seconds
+        while not self.finished.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                return False
+        return True
+
     def wait_stopping(self, stop: Callable[[], None], message: str | Callable[[], str],
                       watch: Callable[[], None] | None = None) -> str:
         """Wait for the work (running `watch()` first, if given, e.g. a prompt loop); on Ctrl-C print
         `message` (a callable is asked then, so it can name what exists by that time, e.g. the session id),
-        call `stop()` and wait again. Returns "done", "stopped" (Ctrl-C, then the work ended cleanly) or
-        "left" (a second Ctrl-C: the caller leaves at once)."""
+        call `stop()` and wait again, at most `stop_grace_s()`. Returns "done", "stopped" (Ctrl-C, then the work
+        ended cleanly) or "left" (a second Ctrl-C, or the work still under way after the grace: the caller
+        leaves at once, and what was under way is left to the resume, as after a crash)."""
         try:
             if watch is not None:
                 watch()
@@ -99,8 +123,12 @@ class BackgroundRun:
         except (KeyboardInterrupt, EOFError):
             print(message() if callable(message) else message, file=sys.stderr)
             stop()
+            grace = stop_grace_s()
             try:
-                self.wait()
+                if not self.wait_for(grace):
+                    print(f"still under way {grace:g} s after the stop (a hung experiment waits for its stage "
+                          f"timeout): leaving it to the resume", file=sys.stderr)
+                    return "left"
             except KeyboardInterrupt:
                 return "left"
             return "stopped"

@@ -3,7 +3,8 @@
 The session runs on a background thread; the main thread waits, answers approval prompts (`--approval
 ask`, which needs a terminal) and turns the first Ctrl-C into a clean stop (the current experiment
 finishes, the session is marked stopped and can be resumed with `--resume`; SIGTERM does the same); a
-second Ctrl-C leaves at once (the session then reads as interrupted and resumes just the same).
+second Ctrl-C, or an experiment still under way after the stop's grace (`common.stop_grace_s`), leaves at
+once (the session then reads as interrupted and resumes just the same).
 """
 
 from __future__ import annotations
