@@ -240,6 +240,7 @@ class IntegrationResult(Event):
     round_speedups: dict = field(default_factory=dict)  # {"eager"|"compile": [baseline / patched, per round]}
     patched_compile_ms: float | None = None  # torch.compile of the patched model (None: not run, or it failed)
     recommended: str = ""  # the fastest correct forward: eager | compile | patched | patched_compile
+    phase_seconds: dict = field(default_factory=dict)  # where the integration's wall time went: {phase: s}
 
 
 @dataclass

@@ -99,9 +99,10 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     env = child_env(readable=[workdir, model_path], writable=[workdir])
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + timeout_s
+    deadline = started + timeout_s
     while True:
         try:
             stdout, stderr = proc.communicate(timeout=0.5)
@@ -119,6 +120,9 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
             data = json.loads(line[len(RESULT_PREFIX):])
+            if data.get("phase_seconds"):  # the child's own phases; the rest is its start (imports, CUDA) and exit
+                phases = data["phase_seconds"]
+                phases["process"] = round(max(0.0, time.monotonic() - started - sum(phases.values())), 2)
             return IntegrationResult(**data)
     tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
     return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -210,11 +211,13 @@ def _check(request: dict) -> dict:
     from .model_loading import SIZE_ENV, _move, default_size
 
     os.environ[SIZE_ENV] = request.get("size") or default_size(device)  # the size the session profiled
+    phases = _Phases()
     module = _import_model_new(request["model_new"])
     init = list(getattr(module, "get_init_inputs", lambda: [])())
 
     # the same seed: Model and ModelNew start from the same weights
     model, model_new = build_seeded(module.Model, init, device), build_seeded(module.ModelNew, init, device)
+    phases.mark("load")
     trials = int(request.get("trials") or 3)
     passed, max_err, problems = 0, 0.0, []
     with torch.no_grad():
@@ -234,6 +237,7 @@ def _check(request: dict) -> dict:
             passed += ok
             if not ok:
                 problems.append(f"trial {trial}: {why}")
+        phases.mark("trials")
         fns = {"eager": lambda: model(*inputs)}
         try:
             model_new(*inputs)
@@ -246,6 +250,7 @@ def _check(request: dict) -> dict:
         compiled = compiled_forward(model, inputs, problems) if device == "cuda" else None
         if compiled is not None:
             fns["compile"] = compiled
+        phases.mark("compile")
         try:  # interleaved rounds, as the model integration times (forward_timing.time_interleaved)
             times = time_interleaved(fns, device, rounds=request["timing_rounds"])
         except Exception as e:
@@ -256,8 +261,23 @@ def _check(request: dict) -> dict:
         eager_ms = times["eager"].ms if "eager" in times else 0.0
         model_ms = times["model_new"].ms if "model_new" in times else 0.0
         compile_ms = times["compile"].ms if "compile" in times else None
-    return _result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms,
-                   _static(request))
+        phases.mark("timing")
+    return {**_result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms,
+                      _static(request)), "phase_seconds": phases.seconds}
+
+
+class _Phases:
+    """Seconds between marks: where a check's time goes (loading and building, the trials, torch.compile, the
+    timing), recorded with its result."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = round(now - self._last, 2)
+        self._last = now
 
 
 def _static(request: dict) -> list[str]:
