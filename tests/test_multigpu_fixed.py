@@ -1,15 +1,18 @@
-"""scripts/multigpu_bench.py `fixed`: the pool alone, on a fixed list of candidates (no search path to differ
-between a one-worker and an N-worker run)."""
+"""scripts/multigpu_bench.py: `fixed`, the pool alone, on a fixed list of candidates (no search path to differ
+between a one-worker and an N-worker run); and the one-lane KernelBench baseline run as parts side by side."""
 
 from __future__ import annotations
 
 import difflib
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from loop_doubles import FakeWorker, fake_source  # noqa: E402
-from multigpu_bench import fixed_candidates, fixed_pool_run  # noqa: E402
+from multigpu_bench import _ends, _one_lane_parts, _one_lane_sum, fixed_candidates, fixed_pool_run  # noqa: E402
 
 from autokernel.kernels import get_spec  # noqa: E402
 
@@ -34,3 +37,36 @@ def test_every_candidate_runs_once_and_both_workers_take_some(tmp_path):
     # each candidate's timing is the one its fake source carries; the rate is the count over the wall time
     assert sorted(run["kernel_ms"]) == [1.0 + i / 10 for i in range(6)]
     assert run["per_hour"] == run["candidates"] / run["wall_s"] * 3600
+
+
+def test_the_one_lane_baseline_is_dealt_into_parts_whose_walls_add_up(tmp_path):
+    problems = [tmp_path / f"{i}_p.py" for i in range(1, 8)]
+    for path in problems:
+        path.write_text("class Model: pass\ndef get_inputs(): return []\n")
+    parts = _one_lane_parts([str(p) for p in problems], 3)
+    assert [[Path(p).name for p in part] for part in parts] == [["1_p.py", "4_p.py", "7_p.py"],
+                                                                  ["2_p.py", "5_p.py"], ["3_p.py", "6_p.py"]]
+    assert _one_lane_parts([str(problems[0])], 3) == [[str(problems[0])]]  # never an empty part
+
+    def part(names, wall):
+        rows = [{"name": n, "path": n, "status": "correct", "speedup_eager": 2.0, "speedup_compile": 0.5,
+                 "seconds": wall / len(names)} for n in names]
+        return {"rc": 0, "wall_s": wall, "out": {"problems": rows}, "sessions": [{"session": n} for n in names]}
+
+    whole = _one_lane_sum([part(["a", "b"], 10.0), part(["c"], 4.0)])
+    assert whole["wall_s"] == 14.0 and [r["name"] for r in whole["out"]["problems"]] == ["a", "b", "c"]
+    assert whole["out"]["statuses"]["correct"] == 3 and whole["out"]["fast_p"]["eager"]["1.0"] == 1.0
+    assert len(whole["parts"]) == 2 and len(whole["sessions"]) == 3
+
+
+def test_processes_side_by_side_are_each_dated_by_their_own_exit(tmp_path):
+    """The first listed ends only after the second has ended: waiting on them in turn would date both alike."""
+    go = tmp_path / "go"
+    slow = subprocess.Popen([sys.executable, "-c", f"import os, time\nwhile not os.path.exists({str(go)!r}): "
+                                                   "time.sleep(0.05)"])
+    quick = subprocess.Popen([sys.executable, "-c", "pass"])
+    releaser = threading.Thread(target=lambda: (quick.wait(), time.sleep(1.0), go.touch()))
+    releaser.start()
+    slow_end, quick_end = _ends([slow, quick])
+    releaser.join()
+    assert quick_end < slow_end
