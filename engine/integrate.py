@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .engine_watch import PIPE_ENV, end_with_the_engine
 from .events import IntegrationResult
 from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
                              time_interleaved)
@@ -99,23 +101,35 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     env = child_env(readable=[workdir, model_path], writable=[workdir])
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    # The child leads a process group of its own (with what it starts: Inductor's compile workers) and watches a
+    # pipe whose other end only this process holds, so it ends with the engine however the engine ends
+    # (engine/engine_watch.py): an orphaned integration would hold the device from the resumed session's.
+    watch_read, watch_write = os.pipe()
+    env[PIPE_ENV] = str(watch_read)
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = started + timeout_s
-    while True:
-        try:
-            stdout, stderr = proc.communicate(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            stopped = should_stop is not None and should_stop()
-            if stopped or time.monotonic() > deadline:
-                proc.kill()
-                proc.communicate()
-                if stopped:
-                    return None
-                return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
-                                         detail=f"integration timed out after {timeout_s:.0f} s")
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "autokernel.engine.integrate", str(req_path)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True, pass_fds=(watch_read,))
+    finally:
+        os.close(watch_read)
+    try:
+        deadline = started + timeout_s
+        while True:
+            try:
+                stdout, stderr = proc.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                stopped = should_stop is not None and should_stop()
+                if stopped or time.monotonic() > deadline:
+                    _kill_group(proc)
+                    proc.communicate()
+                    if stopped:
+                        return None
+                    return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
+                                             detail=f"integration timed out after {timeout_s:.0f} s")
+    finally:
+        os.close(watch_write)
     proc.stdout, proc.stderr = stdout, stderr
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
@@ -127,6 +141,14 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
     return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
                              detail=f"integration process exited {proc.returncode}: " + " | ".join(tail))
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The integration child and what it started, at once."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 # -- child side ----------------------------------------------------------------------------------------
@@ -486,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     request = json.loads(Path(argv[0]).read_text())
     confine_process(request["device"])  # one thread yet, and nothing of torch imported
+    if os.environ.get(PIPE_ENV, "").isdigit():
+        end_with_the_engine(int(os.environ[PIPE_ENV]))
     try:
         result = run_request(request)
     except Exception as e:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import sandbox
+from .engine_watch import end_with_the_engine
 from .results import CRASH, FAIL, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
 from .worker_messages import (BENCH_REPLIES, CHECK_REPLIES, START_REPLIES, BenchRequest, CheckRequest, Coverage,
                               Exit, Fault, LoadError, Ready, Record, Reply, Request, Result, StageEnded,
@@ -572,21 +572,6 @@ def _refuse_at_import(guards: Any, threads_before: tuple) -> None:
         raise CandidateError(threads)
 
 
-def _end_with_the_engine(read_fd: int, scratch: Path) -> None:
-    """Wait for the engine's end of the request pipe to close, and if it does, end this worker and its process
-    group at once: an engine that was killed never asks again, and a candidate mid-stage (a hang, a long
-    benchmark) would otherwise keep the device until it next wrote to the broken pipe, or forever."""
-    watch = select.poll()
-    watch.register(read_fd, 0)  # no events asked for: poll wakes only for a hang-up, an error, or a closed fd
-    while True:
-        for _, happened in watch.poll():
-            if happened & select.POLLNVAL:  # the worker closed its own end: it is leaving by itself
-                return
-            if happened & (select.POLLHUP | select.POLLERR):
-                shutil.rmtree(scratch, ignore_errors=True)
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-
-
 def main(argv: list[str]) -> None:
     read_fd, write_fd, device = int(argv[0]), int(argv[1]), argv[2]
     if device == "cpu":
@@ -595,8 +580,7 @@ def main(argv: list[str]) -> None:
     # candidate may reach (network, writable paths) is fixed here; processes are refused after warm-up.
     scratch = sandbox.make_scratch()
     sandbox.confine(scratch, device)
-    threading.Thread(target=_end_with_the_engine, args=(read_fd, scratch), name="autokernel-engine-watch",
-                     daemon=True).start()
+    end_with_the_engine(read_fd, before=lambda: shutil.rmtree(scratch, ignore_errors=True))  # the request pipe
     conn = _Duplex(read_fd, write_fd)
     try:
         _serve(conn, device)

@@ -158,3 +158,68 @@ def test_a_worker_mid_stage_ends_when_its_engine_is_killed(tmp_path):
         engine.kill()
         if pid and alive(pid):  # the failing case: leave no spinning orphan behind
             os.kill(pid, signal.SIGKILL)
+
+
+_INTEGRATING_ENGINE = """
+import sys
+from pathlib import Path
+from autokernel.engine.integrate import integrate_session_kernels
+
+source = Path(sys.argv[2]).read_text()
+integrate_session_kernels(sys.argv[1], "cpu", [{"kind": "problem", "candidate_id": "problem-0001", "source": source}],
+                          Path(sys.argv[3]), mode="kernelbench", timeout_s=3600)
+"""
+
+_HANGING_MODEL_NEW = """
+import os
+from pathlib import Path
+
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+
+
+class ModelNew(Model):
+    def forward(self, x):
+        Path(__file__).with_name("pid").write_text(str(os.getpid()))
+        while True:
+            pass
+"""
+
+
+def test_an_integration_ends_when_its_engine_is_killed(tmp_path):
+    """The integration child checks and times the kept code in a process of its own, for minutes on a big model:
+    orphaned, it would hold the device from the resumed session's integration and spoil its timings."""
+    problem, candidate, workdir = tmp_path / "problem.py", tmp_path / "candidate.py", tmp_path / "integration"
+    candidate.write_text(_HANGING_MODEL_NEW)
+    problem.write_text(_HANGING_MODEL_NEW.split("class ModelNew")[0])
+    engine = subprocess.Popen([sys.executable, "-c", _INTEGRATING_ENGINE, str(problem), str(candidate), str(workdir)])
+    pid = None
+    try:
+        deadline = time.monotonic() + 240
+        while not (workdir / "pid").exists():  # ModelNew's first call, in the child, is under way
+            assert engine.poll() is None and time.monotonic() < deadline, "the integration never reached ModelNew"
+            time.sleep(0.2)
+        time.sleep(0.5)  # the pid is written whole
+        pid = int((workdir / "pid").read_text())
+        engine.kill()
+        engine.wait()
+        deadline = time.monotonic() + 60
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pid)
+    finally:
+        engine.kill()
+        if pid and alive(pid):  # the failing case: leave no spinning orphan behind
+            os.kill(pid, signal.SIGKILL)
