@@ -118,11 +118,8 @@ def _generate(problem: str | Path, out: Path, size: str | None, timeout_s: float
 
 
 # -- the seed cache ------------------------------------------------------------------------------------
-SEED_CACHE_ENV = "AUTOKERNEL_SEED_CACHE_DIR"  # the seed cache's own folder, where it lives apart from the rest
-
-
 def _cache_root() -> Path:
-    return Path(os.environ[SEED_CACHE_ENV]) if os.environ.get(SEED_CACHE_ENV) else cache_dir() / "seeds"
+    return cache_dir() / "seeds"
 
 
 def _makers() -> str:

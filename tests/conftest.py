@@ -15,17 +15,9 @@ def _point_user_dirs(mp: pytest.MonkeyPatch, base) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_user_dirs_for_shared_fixtures(tmp_path_factory):
-    """The same for module-scoped fixtures (a whole KernelBench batch), which run before any test's own.
-
-    Inductor's seeds alone are shared by the whole run (both xdist workers): a seed is keyed by the problem's
-    text, size, versions and the engine's code, and locked per key, so a test finds only the seed it would make,
-    without the 10-40 s of code generation each time another test asked for the same problem first
-    (tests/test_seed_cache.py keeps a cache of its own per test)."""
-    root = tmp_path_factory.getbasetemp()
-    shared = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    """The same for module-scoped fixtures (a whole KernelBench batch), which run before any test's own."""
     with pytest.MonkeyPatch.context() as mp:
         _point_user_dirs(mp, tmp_path_factory.mktemp("shared-userdirs"))
-        mp.setenv("AUTOKERNEL_SEED_CACHE_DIR", str(shared / "seed-cache"))
         yield
 
 

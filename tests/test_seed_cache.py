@@ -23,12 +23,6 @@ CONV = PROBLEMS / "level2" / "6_conv_bias_relu.py"  # its seed has a channels-la
 LOG_SOFTMAX = PROBLEMS / "level1" / "5_log_softmax.py"
 
 
-@pytest.fixture(autouse=True)
-def _a_seed_cache_of_its_own(monkeypatch):
-    """These tests count what the cache makes: not the run's shared seed cache (conftest.py), the test's own."""
-    monkeypatch.delenv(seeding.SEED_CACHE_ENV, raising=False)
-
-
 def _counting(monkeypatch) -> list:
     made = []
     real = seeding._generate
