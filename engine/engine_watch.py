@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import threading
 from typing import Callable
 
@@ -38,3 +39,11 @@ def end_with_the_engine(read_fd: int, before: Callable[[], None] | None = None) 
     would go with it."""
     threading.Thread(target=_wait_for_hang_up, args=(read_fd, before), name="autokernel-engine-watch",
                      daemon=True).start()
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """The engine's side: such a child, started with `start_new_session=True`, and all it started, at once."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .engine_watch import PIPE_ENV, end_with_the_engine
+from .engine_watch import PIPE_ENV, end_with_the_engine, kill_group
 from .events import IntegrationResult
 from .forward_timing import (SiteTimer, breakdown_text, compiled_forward, round_speedups, site_breakdown,
                              time_interleaved)
@@ -122,7 +121,7 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
             except subprocess.TimeoutExpired:
                 stopped = should_stop is not None and should_stop()
                 if stopped or time.monotonic() > deadline:
-                    _kill_group(proc)
+                    kill_group(proc)
                     proc.communicate()
                     if stopped:
                         return None
@@ -141,14 +140,6 @@ def integrate_session_kernels(model_path: str, device: str, kernels: list[dict],
     tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-3:]
     return IntegrationResult(replaced=entries, correct=False, meaningful=device == "cuda",
                              detail=f"integration process exited {proc.returncode}: " + " | ".join(tail))
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """The integration child and what it started, at once."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 # -- child side ----------------------------------------------------------------------------------------

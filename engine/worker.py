@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import sandbox
-from .engine_watch import end_with_the_engine
+from .engine_watch import end_with_the_engine, kill_group
 from .results import CRASH, FAIL, SKIPPED, STAGES, TIMEOUT, BenchRecord, CheckReport, StageOutcome
 from .worker_messages import (BENCH_REPLIES, CHECK_REPLIES, START_REPLIES, BenchRequest, CheckRequest, Coverage,
                               Exit, Fault, LoadError, Ready, Record, Reply, Request, Result, StageEnded,
@@ -138,10 +138,7 @@ class Worker:
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self._proc.kill()
+            kill_group(self._proc)
         if self._proc is not None:
             try:
                 self._proc.wait(timeout=10)

@@ -134,6 +134,22 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _kill_and_expect_gone(engine: subprocess.Popen, pid: int) -> None:
+    """SIGKILL the engine; its child `pid` must be gone within a minute."""
+    engine.kill()
+    engine.wait()
+    deadline = time.monotonic() + 60
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(pid)
+
+
+def _leave_no_orphan(engine: subprocess.Popen, pid: int | None) -> None:
+    engine.kill()
+    if pid and alive(pid):  # the failing case: leave no spinning orphan behind
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_a_worker_mid_stage_ends_when_its_engine_is_killed(tmp_path):
     """The engine SIGKILLed while a candidate hangs: nobody will ever read the worker's answer, so the worker
     (and the device it holds) must go at once, not at its next message or never."""
@@ -148,16 +164,9 @@ def test_a_worker_mid_stage_ends_when_its_engine_is_killed(tmp_path):
         for line in engine.stdout:  # wait until the hanging stage is under way
             if line.split() == ["smoke", "running"]:
                 break
-        engine.kill()
-        engine.wait()
-        deadline = time.monotonic() + 60
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not alive(pid)
+        _kill_and_expect_gone(engine, pid)
     finally:
-        engine.kill()
-        if pid and alive(pid):  # the failing case: leave no spinning orphan behind
-            os.kill(pid, signal.SIGKILL)
+        _leave_no_orphan(engine, pid)
 
 
 _INTEGRATING_ENGINE = """
@@ -213,13 +222,6 @@ def test_an_integration_ends_when_its_engine_is_killed(tmp_path):
             time.sleep(0.2)
         time.sleep(0.5)  # the pid is written whole
         pid = int((workdir / "pid").read_text())
-        engine.kill()
-        engine.wait()
-        deadline = time.monotonic() + 60
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not alive(pid)
+        _kill_and_expect_gone(engine, pid)
     finally:
-        engine.kill()
-        if pid and alive(pid):  # the failing case: leave no spinning orphan behind
-            os.kill(pid, signal.SIGKILL)
+        _leave_no_orphan(engine, pid)

@@ -97,8 +97,7 @@ class BackgroundRun:
 
     def wait(self) -> None:
         """Until the work ends; KeyboardInterrupt goes to the caller."""
-        while not self.finished.wait(0.2):
-            pass
+        self.wait_for(float("inf"))
 
     def wait_for(self, seconds: float) -> bool:
         """Until the work ends or `seconds` pass (in short waits, so Ctrl-C is seen at once); whether it ended."""
