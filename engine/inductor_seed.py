@@ -910,6 +910,7 @@ def write_seed(problem: str | Path, model: Any, inputs: list, channels_last: boo
 class ModelNew(Model):
     """The problem's Model (same constructor, same parameters) with a forward of Inductor's kernels."""
 {init}
+    @torch.no_grad()  # Inductor's inference code writes into buffers (out=), which autograd refuses
     def forward(self, *inputs):
 {forward}
 ''')

@@ -17,6 +17,7 @@ KernelBench's static rules too (`engine/static_check.py`): a file it would rejec
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -226,12 +227,18 @@ def _check(request: dict) -> dict:
             inputs = None  # two trials' tensors never coexist: a problem at its real size fills the device
             inputs = _move(list(module.get_inputs()), device, None)
             ref = tensors(model(*inputs))
+            # the first trial with autograd on, as a user's script and KernelBench's timing call ModelNew
+            grad = torch.enable_grad() if trial == 0 else contextlib.nullcontext()
             try:
-                ok, err, why = _compare(ref, tensors(model_new(*inputs)))
+                with grad:
+                    out = model_new(*inputs)
+                ok, err, why = _compare(ref, tensors(out))
             except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
                 if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
                     raise
-                ok, err, why = False, 0.0, f"ModelNew raised {type(e).__name__}: {e}"
+                ok, err, why = False, 0.0, (f"ModelNew raised {type(e).__name__}: {e}"
+                                            + (" (with autograd on)" if trial == 0 else ""))
+            out = None
             del ref
             max_err = max(max_err, err)
             passed += ok

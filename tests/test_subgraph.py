@@ -197,6 +197,43 @@ def test_a_kernelbench_problem_gets_a_seed_that_passes(tmp_path):
     assert report.passed, [(s.name, s.status, s.detail) for s in report.stages]
 
 
+def test_a_seed_runs_with_autograd_on_and_one_that_cannot_is_refused(tmp_path):
+    """KernelBench times ModelNew with autograd on and a user's script calls it so: Inductor's code writes into
+    `out=` buffers, which autograd refuses when a parameter requires grad."""
+    import importlib.util
+
+    from autokernel.engine.worker import Worker
+
+    problem = Path(__file__).parent / "kernelbench_problems" / "level2" / "3_gemm_relu.py"
+    seed = tmp_path / "seed.py"
+    inductor_seeds([problem], seed, timeout_s=240)
+    assert "out=" in seed.read_text()
+    spec = importlib.util.spec_from_file_location("seed_under_test", seed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    new = module.ModelNew(*module.get_init_inputs())
+    new.load_state_dict(model.state_dict())
+    x = module.get_inputs()[0]
+    assert torch.allclose(new(x), model(x), atol=1e-4, rtol=1e-4)  # autograd on, parameters requiring grad
+
+    without = tmp_path / "seed_without_no_grad.py"
+    without.write_text(seed.read_text().replace("    @torch.no_grad()", "", 1))
+    assert without.read_text() != seed.read_text()
+    with Worker(device="cpu") as w:
+        report = w.check(str(without), kernel="problem", problem=str(problem), size="small")
+    assert not report.passed
+    smoke = next(s for s in report.stages if s.name == "smoke")
+    assert "fails with autograd on" in smoke.detail and "out=" in smoke.detail, smoke.detail
+    # the final KernelBench check calls ModelNew so too: such a file is no solution
+    from autokernel.engine.integrate import integrate_session_kernels
+
+    kept = [{"kind": "problem", "candidate_id": "problem-0001", "source": without.read_text(), "dtype": "fp32"}]
+    check = integrate_session_kernels(str(problem), "cpu", kept, tmp_path / "kb", mode="kernelbench", timeout_s=240)
+    assert not check.correct and "(with autograd on)" in check.detail, check.detail
+
+
 class TwoBlocks(torch.nn.Module):
     """The same GELU * scale + cumsum chain twice, each block with its own scale, then once at another width."""
 
