@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from soak_ledger import (PRINTED, account, connect_ro, decision_times, integrity, mid_experiment,  # noqa: E402
-                         progress)
+                         progress, stage_start_times)
 from soak_llm import LLM_FAULTS, SoakLLM  # noqa: E402
 
 # Faults per 30 minutes (the engine kills: twice per soak, whatever its length).
@@ -334,9 +334,12 @@ class Soak:
         events += [{"kind": k, "at": t, "detail": "served by the LLM server"} for t, k in served]
         events.sort(key=lambda f: f["at"] or 0)
         times = decision_times(self.db) if self.db.exists() else []
+        starts = stage_start_times(self.db) if self.db.exists() else []
         for f in events:
             nxt = [d for w, d in times if f["at"] and w > f["at"]]
             f["to_next_experiment_s"] = round(min(nxt) - f["at"], 1) if nxt else None
+            began = [t for t in starts if f["at"] and t > f["at"]]
+            f["to_next_stage_s"] = round(min(began) - f["at"], 1) if began else None
             f["at"] = round(f["at"] - self.t0, 1) if f["at"] else None
         per_kind: dict[str, int] = {}
         for f in events:
@@ -395,9 +398,11 @@ def markdown(r: dict) -> str:
         f"{first.get('db_file_bytes', 0) / 1024:.0f} / {last.get('db_file_bytes', 0) / 1024:.0f} KiB |",
         f"| clean stop at the end (SIGTERM) | exit {r['stop']['code']} after {r['stop']['seconds']} s |" if r["stop"] else "",
         "", "Faults injected per kind: " + ", ".join(f"{k} {v}" for k, v in sorted(r["faults_injected"].items())), "",
-        "| at (s) | fault | detail | to the next experiment (s) |", "|---|---|---|---|",
+        "| at (s) | fault | detail | to the next stage started (s) | to the next experiment decided (s) |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {f['at']} | {f['kind']} | {f['detail']} | {f['to_next_experiment_s']} |" for f in r["faults"]]
+    lines += [f"| {f['at']} | {f['kind']} | {f['detail']} | {f.get('to_next_stage_s')} | {f['to_next_experiment_s']} |"
+              for f in r["faults"]]
     lines += ["", "Samples (every few minutes): t (s), engine RSS (MiB), SQLite bytes, experiments decided", ""]
     step = max(1, len(s) // 12)
     lines += [f"- {x['t']:.0f}: {x['engine_rss_kb'] / 1024:.0f} MiB, {x['db_bytes']} B, {x['decided']}" for x in s[::step]]

@@ -70,6 +70,13 @@ def decision_times(db: Path) -> list[tuple[float, float]]:
     return out
 
 
+def stage_start_times(db: Path) -> list[float]:
+    """When each stage began, over all sessions: after a fault, the first one is when work went on."""
+    with connect_ro(db) as conn:
+        rows = conn.execute("SELECT ts, payload FROM events WHERE type = 'stage_result' ORDER BY ts").fetchall()
+    return [ts for ts, payload in rows if json.loads(payload).get("status") == "running"]
+
+
 def account(db: Path, cache_dir: Path, printed: set[tuple[str, int]]) -> dict:
     """Everything started is accounted for. `printed`: (session id, experiment number) of every line the
     engine printed for a decided experiment (printed after the store has it). Returns counts and the
