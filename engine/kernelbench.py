@@ -157,6 +157,16 @@ def fast_p(results: list[ProblemResult], thresholds: Iterable[float] = THRESHOLD
     return out
 
 
+TIE_MARGIN = 0.02  # the search's noise margin: a speedup within it is a tie at the timer's noise
+
+
+def ties(results: list[ProblemResult], margin: float = TIE_MARGIN) -> dict[str, int]:
+    """Per baseline, how many of the problems fast_1.0 counts are faster by no more than `margin`: KernelBench's
+    rule counts them (any speedup above 1), a reader should know they are ties."""
+    return {base: sum(1 for r in results if r.correct and 1.0 < (r.speedup(base) or 0.0) <= 1.0 + margin)
+            for base in BASELINES}
+
+
 def status_counts(statuses: Iterable[str]) -> dict[str, int]:
     """How many problems ended in each status, every status of STATUSES named (zeros included), so a
     wrong answer, an untimed starter and a problem too big for the machine are never one number."""
@@ -593,6 +603,7 @@ class KernelBenchBatch:
         return {
             "problems": [r.to_json() for r in self.results],
             "fast_p": fast_p(finished),
+            "fast_1_ties": ties(finished),
             "statuses": status_counts(r.status for r in self.results),
             "counted": len(finished),
             "total": len(self.problems),

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from autokernel.engine.kernelbench import ProblemResult, fast_p, status_counts
+from autokernel.engine.kernelbench import ProblemResult, fast_p, status_counts, ties
 
 
 def merge(docs: list[dict], reruns: list[dict] = (), adds: bool = False, mixed_devices: bool = False) -> dict:
@@ -44,7 +44,7 @@ def merge(docs: list[dict], reruns: list[dict] = (), adds: bool = False, mixed_d
         raise ValueError(f"a rerun problem is in no chunk: {sorted(unknown)[0]} (--rerun-adds to add it)")
     rows = [again.get(r.path, r) for r in rows] + [again[path] for path in unknown]
     finished = [r for r in rows if r.status != "stopped"]
-    return {"problems": [r.to_json() for r in rows], "fast_p": fast_p(finished),
+    return {"problems": [r.to_json() for r in rows], "fast_p": fast_p(finished), "fast_1_ties": ties(finished),
             "statuses": status_counts(r.status for r in rows), "counted": len(finished),
             "total": sum(d.get("total", len(d["problems"])) for d in docs) + len(unknown),
             "complete": all(d.get("complete") for d in docs),
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(json.dumps(merged, indent=1))
     print(f"{merged['counted']} of {merged['total']} problems; statuses "
           f"{ {k: v for k, v in merged['statuses'].items() if v} }; fast_p eager {merged['fast_p']['eager']}, "
-          f"compile {merged['fast_p']['compile']}")
+          f"compile {merged['fast_p']['compile']}; fast_1.0 ties within 2% {merged['fast_1_ties']}")
     return 0
 
 

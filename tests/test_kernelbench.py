@@ -73,6 +73,27 @@ def test_fast_p_counts_every_problem_and_needs_more_than_p():
     assert fast_p([_r("skipped")])["compile"]["1.0"] == 0.0  # nothing correct: nothing fast, measured or not
 
 
+def test_a_win_within_the_noise_margin_is_counted_and_named_a_tie():
+    import io
+
+    from autokernel.engine.commands.kernelbench import print_report
+    from autokernel.engine.kernelbench import ties
+
+    rows = [_r("correct", 1.0025, 0.99), _r("correct", 1.02, 1.021), _r("correct", 1.5, 1.01),
+            _r("incorrect", 1.01, 1.01), _r("correct", 1.0, 1.0)]
+    assert fast_p(rows)["eager"]["1.0"] == 3 / 5  # KernelBench's rule: any speedup above 1
+    assert ties(rows) == {"eager": 2, "compile": 1}  # 1.0025 and 1.02 (the margin itself); 1.01 vs compile
+    report = {"problems": [r.to_json() for r in rows], "fast_p": fast_p(rows), "fast_1_ties": ties(rows),
+              "counted": 5, "total": 5, "complete": True, "meaningful": True, "device": "cuda", "agent": "playbook"}
+    out = io.StringIO()
+    print_report(report, out)
+    text = " ".join(out.getvalue().split())
+    assert "2 against eager and 1 against torch.compile are faster by 2% or less: ties" in text, text
+    out = io.StringIO()
+    print_report({**report, "meaningful": False}, out)  # CPU timings mean nothing: no tie to name
+    assert "ties" not in out.getvalue()
+
+
 # -- a problem's row -----------------------------------------------------------------------------
 def _ended(status, events, api_base=None):
     """A finished session as `result_from_session` reads it (its state folded from `events`)."""

@@ -108,7 +108,7 @@ def print_report(report: dict, out: TextIO) -> None:
                       _speedup(r["speedup_compile"], r["meaningful"]) if timed else "—",
                       ", ".join(r["kernels"]) or "—", r["session_id"] or "—", r["reason"])
     console.print(table)
-    from ..kernelbench import status_counts
+    from ..kernelbench import TIE_MARGIN, status_counts
 
     counts = status_counts(r["status"] for r in problems)
     console.print("statuses: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
@@ -121,6 +121,10 @@ def print_report(report: dict, out: TextIO) -> None:
                               for b in ("eager", "compile")))
     console.print(scores)
     console.print(FAST_P_NOTE.format(n=report["counted"]))
+    tied = report.get("fast_1_ties") or {}
+    if report["meaningful"] and any(tied.values()):
+        console.print(f"of those fast_1.0 counts, {tied.get('eager', 0)} against eager and {tied.get('compile', 0)} against "
+                      f"torch.compile are faster by {TIE_MARGIN:.0%} or less: ties at the timer's noise")
     if not report["meaningful"]:
         console.print("CPU run: timings under Triton's interpreter are not meaningful (torch.compile is timed on "
                       "a GPU only); the statuses are.")
