@@ -366,7 +366,9 @@ class OptimizeSession:
     def _walk(self, todo: list[dict], ctx: SearchContext, emit: Callable[[ev.Event], Any], device: str):
         """`todo` in order, the placeholder of rows of no kind replaced by their subgraph targets when the walk
         reaches it with budget left (capturing the model and seeding take seconds to minutes on a CPU, so
-        a session whose budget ends earlier pays nothing for them); each is seeded as it is reached."""
+        a session whose budget ends earlier pays nothing for them); each is seeded as it is reached. With the
+        budget spent nothing new is opened, but the walk goes on: a target after it may hold an experiment a
+        stop or a crash cut, which its search finishes before it ends."""
         from . import subgraph_targets
 
         queue = list(todo)
@@ -376,7 +378,7 @@ class OptimizeSession:
             p = queue.pop(0)
             if "others" in p:
                 if ctx.budget_reason():
-                    return
+                    continue
                 try:
                     subs = subgraph_targets.plan_subgraphs(self.config.model_path, device, self.config.size,
                                                            self.state.profile.rows, p["others"], folder, log,
@@ -391,7 +393,7 @@ class OptimizeSession:
                 continue
             if p["kind"] == PROBLEM_TARGET and self.state.targets.get(PROBLEM_TARGET) is None:
                 if ctx.budget_reason():
-                    return
+                    continue
                 why = fallback_not_needed(self.state.targets) if p.get(FALLBACK) else ""
                 if why:
                     log(f"whole-problem target left out: {why}")
@@ -401,19 +403,20 @@ class OptimizeSession:
             sub = self._subgraphs.get(p["kind"])
             if sub is not None and self.state.targets.get(p["kind"]) is None:
                 if ctx.budget_reason():
-                    return
+                    continue
                 if not subgraph_targets.seed(sub, folder, self.config.size, device, log):
                     continue
             yield p
 
     def _searches(self, walk: Iterator[dict], ctx: SearchContext, emit: Callable[[ev.Event], Any]) -> Iterator[TargetSearch]:
         """The walk's targets as searches, each started (TargetStarted) as the scheduler reaches it; none is
-        started once the budget is spent. A search that cannot be made ends its target as failed."""
+        started once the budget is spent (the targets already started still are searched: the walk's doc).
+        A search that cannot be made ends its target as failed."""
         for p in walk:
             target = self.state.targets.get(p["kind"])
             if target is None:
                 if ctx.budget_reason():
-                    return
+                    continue
                 rows = self.state.profile.rows
                 emit(ev.TargetStarted(target=p["kind"], row=p["row"], shape=p["shape"], dtype=p["dtype"],
                                       backend=p["backend"], baseline={"profile_row": rows[p["row"]] if rows else None}))

@@ -122,6 +122,42 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     assert store.session(sid)["status"] == "completed"
 
 
+def test_an_experiment_cut_at_the_cap_is_finished_behind_a_row_of_no_kernel_type(tmp_path, monkeypatch):
+    """Seen in a soak: the profile's top row was of no kernel type (the placeholder of the subgraph targets,
+    which is first in the walk) and a stop cut the last experiment the cap allowed; the resume found the budget
+    spent at the placeholder, ended the walk there and never finished the cut experiment behind it."""
+    import sqlite3
+
+    store = _fake_store(monkeypatch, tmp_path, kinds=("fakesoft",))
+
+    class SeedTuningAgent(EndlessAgent):
+        tunes_seeds = True  # as both real agents: the walk gets the placeholder of rows of no kernel type
+
+    def make(resume=None):
+        cfg = SessionConfig(model_path=str(tmp_path / "model.py"), device="cpu", integrate=False, plateau=50,
+                            max_experiments=3, resume=resume)
+        return OptimizeSession(cfg, store, agent=SeedTuningAgent(), worker=FakeWorker(),
+                               profiler=fake_profiler(kinds=("fakesoft",)))
+
+    first = make()
+    assert first.run()["status"] == "completed"
+    sid = first.session_id
+    cut = _events(store, sid, ev.CandidateWritten)[-1]
+    assert cut.experiment == 3
+    # the store as a SIGKILL mid-experiment leaves it: the last experiment written, one stage run, no decision
+    seqs = [s for s, e in store.events(sid) if isinstance(e, ev.StageResult) and e.candidate_id == cut.candidate_id]
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        db.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (sid, seqs[0]))
+        db.execute("UPDATE sessions SET status = 'interrupted', summary = NULL WHERE id = ?", (sid,))
+    assert SearchState.from_events(sid, store.iter_events(sid)).targets["fakesoft"].unfinished()
+
+    summary = make(resume=sid).run()
+    assert summary["status"] == "completed" and summary["experiments"] == 3
+    decided = [d for d in _events(store, sid, ev.Decision) if d.candidate_id == cut.candidate_id]
+    assert len(decided) == 1  # finished on resume, within the cap it counted in, and nothing new started
+    assert [c.experiment for c in _events(store, sid, ev.CandidateWritten)] == [1, 2, 3]
+
+
 def test_resume_a_stopped_session_in_process_continues_the_search(tmp_path, monkeypatch):
     store = _fake_store(monkeypatch, tmp_path)
 
