@@ -8,19 +8,22 @@ so calling the candidate once per (shape, dtype) the stages will use, from a poo
 Triton's caches in a fraction of that time, and the stages then find every kernel compiled.
 
 The calls here judge nothing: results and errors are dropped, and the stages (which run afterwards,
-watched, in one thread) decide. It is skipped where it cannot help or could mislead: on the CPU
-interpreter (nothing to compile, and the interpreter is not thread-safe), and for a candidate with
-`@triton.autotune` (configs timed concurrently would be chosen on distorted times and cached).
-Off unless AUTOKERNEL_PARALLEL_COMPILE=1, until a GPU run has measured it.
+watched, in one thread) decide. An autotuned kernel only compiles here, every config of it, without
+launching or timing one (configs timed concurrently would be chosen on distorted times and cached): the
+stages' first call times them one after another, already compiled. Skipped on the CPU interpreter
+(nothing to compile, and the interpreter is not thread-safe). Off unless AUTOKERNEL_PARALLEL_COMPILE=1,
+until a GPU run has measured it (`scripts/precompile_probe.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
-from typing import Any
+from typing import Any, Iterator
 
 from . import harness
 
@@ -32,15 +35,50 @@ def enabled() -> bool:
     return os.environ.get(ENV, "") == "1"
 
 
-def autotuned(module: ModuleType | None) -> bool:
-    """Whether the candidate's module holds a Triton autotuner (a kernel under @triton.autotune)."""
+def autotuners(module: ModuleType | None) -> list[Any]:
+    """The Triton autotuners in a candidate's module, also under wrappers such as `@triton.heuristics`."""
     if module is None:
-        return False
+        return []
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:
-        return False
-    return any(isinstance(v, Autotuner) for v in vars(module).values())
+        return []
+    found: list[Any] = []
+    for value in list(vars(module).values()):
+        depth = 0
+        while value is not None and depth < 8:  # a wrapper keeps what it wraps in `.fn`
+            if isinstance(value, Autotuner) and not any(value is f for f in found):
+                found.append(value)
+            value, depth = getattr(value, "fn", None), depth + 1
+    return found
+
+
+def autotuned(module: ModuleType | None) -> bool:
+    """Whether the candidate's module holds a Triton autotuner (a kernel under @triton.autotune)."""
+    return bool(autotuners(module))
+
+
+def _compile_configs(tuner: Any, *args: Any, **kwargs: Any) -> None:
+    """In place of `Autotuner.run` while warming: compile each config the autotuner would time, launch none."""
+    configs = tuner.configs
+    if getattr(tuner, "early_config_prune", None):
+        configs = tuner.early_config_prune(configs, dict(zip(tuner.arg_names, args)), **kwargs)
+    kwargs = {**kwargs, "warmup": True}  # JITFunction.run compiles and returns the kernel, launching nothing
+    for config in configs:
+        tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+
+
+@contextlib.contextmanager
+def compile_only(module: ModuleType | None) -> Iterator[list[Any]]:
+    """While inside: the module's autotuned kernels compile every config when called, and run none."""
+    tuners = autotuners(module)
+    for tuner in tuners:
+        tuner.run = functools.partial(_compile_configs, tuner)  # the instance's, ahead of the class's
+    try:
+        yield tuners
+    finally:
+        for tuner in tuners:
+            vars(tuner).pop("run", None)
 
 
 def specializations(ctx: harness.CheckContext) -> list[tuple[dict, Any]]:
@@ -61,7 +99,7 @@ def specializations(ctx: harness.CheckContext) -> list[tuple[dict, Any]]:
 
 def warm(ctx: harness.CheckContext, module: ModuleType | None = None, threads: int | None = None) -> int:
     """Call the candidate once per specialization from a thread pool; the number of calls made (0: skipped)."""
-    if ctx.interpreter or autotuned(module):
+    if ctx.interpreter:
         return 0
     pairs = specializations(ctx)
     if not pairs:
@@ -75,7 +113,7 @@ def warm(ctx: harness.CheckContext, module: ModuleType | None = None, threads: i
             pass
 
     workers = threads or min(MAX_THREADS, os.cpu_count() or 1, len(pairs))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ak-precompile") as pool:
+    with compile_only(module), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ak-precompile") as pool:
         list(pool.map(call, pairs))
     if ctx.device == "cuda":
         import torch

@@ -4,6 +4,7 @@
 #   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 layout mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
 #   scripts/gpu_suite.sh setup soak                                   # issue 24's soak, .llmwhl/ carried
+#   scripts/gpu_suite.sh setup precompile                             # the parallel warm-up on cold checks
 #
 # Each step writes its raw output under $RESULTS (default /tmp/ak-results) as <step>.* with a log;
 # `scripts/gpu_results.py` turns them into the pages under docs/results/. `setup` must come first on
@@ -183,6 +184,14 @@ step_gputests() {
     tests/test_integrate.py tests/test_roofline.py tests/test_cuda_selfcheck.py tests/test_inputs.py \
     tests/test_problem_standalone.py tests/test_sandbox.py tests/test_worker_memory.py > "$RESULTS/pytest_gpu.txt" 2>&1
   echo "pytest(gpu) rc=$?"; tail -3 "$RESULTS/pytest_gpu.txt"
+}
+
+step_precompile() {
+  # The parallel warm-up (engine/precompile.py, off by default) on the starters' first, cold checks: each checked
+  # without and with it, a fresh Triton cache each time. PRECOMPILE_KERNELS overrides the list.
+  "$PY" scripts/precompile_probe.py --kernels ${PRECOMPILE_KERNELS:-flash_attention:triton softmax:triton matmul:triton} \
+    --device "$DEVICE" -o "$RESULTS/precompile_probe.json" > "$RESULTS/precompile_probe.txt" 2>&1
+  echo "precompile probe rc=$?"; cat "$RESULTS/precompile_probe.txt"
 }
 
 step_kernelbench() {

@@ -49,18 +49,60 @@ def test_screening_dtypes_limit_the_warm_up_too(monkeypatch):
     assert {d for _, d in precompile.specializations(ctx)} == {torch.bfloat16}
 
 
-def test_skipped_on_the_interpreter_and_for_autotuned_candidates():
+def test_skipped_on_the_interpreter():
     called = []
     assert precompile.warm(_ctx(lambda *a: called.append(a), device="cpu")) == 0
-    triton = __import__("triton")
+    assert not called
 
-    @triton.autotune(configs=[triton.Config({}, num_warps=4)], key=["n"])
+
+class _RecordingKernel:
+    """Stands for the JITFunction under an autotuner: records each run's arguments (compiling needs a GPU)."""
+
+    def __init__(self):
+        self.runs = []
+
+    def run(self, *args, **kwargs):
+        self.runs.append((args, kwargs))
+
+
+def _autotuned_module():
+    import triton
+
+    def prune(configs, named_args, **kwargs):  # as a real one would: a tile wider than the row is dropped
+        return [c for c in configs if c.kwargs["BLOCK"] <= max(16, named_args["n"])]
+
+    @triton.heuristics({"EVEN": lambda args: args["n"] % 2 == 0})
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=2), triton.Config({"BLOCK": 64}, num_warps=4),
+                              triton.Config({"BLOCK": 1024}, num_warps=8)],
+                     key=["n"], prune_configs_by={"early_config_prune": prune})
     @triton.jit
-    def tuned(x_ptr, n):
+    def tuned(x_ptr, n, BLOCK: "tl.constexpr", EVEN: "tl.constexpr"):
         pass
 
     module = types.ModuleType("candidate")
-    module.tuned = tuned
-    assert precompile.autotuned(module)
-    assert precompile.warm(_ctx(lambda *a: called.append(a)), module) == 0
-    assert not called and not precompile.autotuned(types.ModuleType("plain"))
+    module.tuned = tuned  # the heuristics wrapper: the autotuner is under it
+    (tuner,) = precompile.autotuners(module)
+    tuner.fn = _RecordingKernel()
+    return module, tuner
+
+
+def test_an_autotuned_kernel_compiles_each_config_and_runs_none(monkeypatch):
+    from triton.runtime.autotuner import Autotuner
+
+    module, tuner = _autotuned_module()
+    assert precompile.autotuned(module) and not precompile.autotuned(types.ModuleType("plain"))
+    monkeypatch.setattr(Autotuner, "_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
+    monkeypatch.setattr(harness, "make_args", lambda ctx, shape, dtype, mode: ("x", 100))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+    made = precompile.warm(_ctx(lambda x, n: module.tuned[(1,)](x, n)), module, threads=4)
+    assert made == len(precompile.specializations(_ctx(None))) and made > 1
+    compiled = {(kw["BLOCK"], kw["num_warps"]) for _, kw in tuner.fn.runs}
+    assert compiled == {(16, 2), (64, 4)}  # the pruned config is not compiled
+    assert all(kw["warmup"] is True and kw["EVEN"] is True for _, kw in tuner.fn.runs)  # compiled, never launched
+    assert "run" not in vars(tuner) and tuner.cache == {}  # the autotuner is itself again, nothing chosen
+
+    tuner.fn.runs.clear()  # outside the warm-up the autotuner times and launches as ever
+    monkeypatch.setattr(Autotuner, "_bench", lambda self, *a, config, **k: [float(config.kwargs["BLOCK"])])
+    module.tuned[(1,)]("x", 100)
+    assert len(tuner.fn.runs) == 1 and tuner.fn.runs[0][1]["warmup"] is False and tuner.fn.runs[0][1]["BLOCK"] == 16
