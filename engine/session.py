@@ -374,10 +374,13 @@ class OptimizeSession:
         queue = list(todo)
         folder = session_dir(self.session_id) / "subgraphs"
         log = lambda m: emit(ev.Log(level="info", message=m))  # noqa: E731
+        planned = {q.get("kind") for q in todo}
         while queue:
             p = queue.pop(0)
             if "others" in p:
-                if ctx.budget_reason():
+                # subgraph targets an earlier run started are only known from the placeholder's plan
+                started = any(t.done is None and name not in planned for name, t in self.state.targets.items())
+                if ctx.budget_reason() and not started:
                     continue
                 try:
                     subs = subgraph_targets.plan_subgraphs(self.config.model_path, device, self.config.size,

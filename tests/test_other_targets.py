@@ -150,6 +150,30 @@ def test_a_resumed_session_goes_on_with_the_same_problem_and_seed(optimized):
     assert [e.target for e in after if isinstance(e, ev.TargetStarted)] == ["sub_gelu_mul_cumsum_mul"]
 
 
+def test_an_experiment_cut_at_the_cap_on_a_subgraph_target_is_finished_on_resume(optimized, tmp_path):
+    """The budget is spent, but the subgraph target holding the cut experiment is still reached: the resume
+    plans the subgraphs again to find it, finishes the experiment and starts nothing new."""
+    import shutil
+    import sqlite3
+
+    events, _, env, _, (db, sid) = optimized
+    cut = [e for e in events if isinstance(e, ev.CandidateWritten)][-1]
+    assert cut.target == "sub_gelu_mul_cumsum_mul" and cut.experiment == 2
+    copy = tmp_path / "cut.db"
+    shutil.copy(db, copy)
+    store = Store(copy)
+    first_stage = next(s for s, e in store.events(sid) if isinstance(e, ev.StageResult) and e.candidate_id == cut.candidate_id)
+    with sqlite3.connect(copy) as conn:  # the store as a SIGKILL mid-experiment leaves it
+        conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (sid, first_stage))
+        conn.execute("UPDATE sessions SET status = 'interrupted', summary = NULL WHERE id = ?", (sid,))
+    run = _cli(["optimize", "--resume", sid, "--headless", "--max-experiments", "2", "--no-integrate", "--db", str(copy)],
+               env)
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    after = [e for _, e in Store(copy).events(sid)]
+    assert [e.experiment for e in after if isinstance(e, ev.CandidateWritten)] == [1, 2]
+    assert sum(1 for e in after if isinstance(e, ev.Decision) and e.candidate_id == cut.candidate_id) == 1
+
+
 def test_planning_grows_rows_into_chains_no_two_targets_share_a_node(tmp_path):
     """The mixed model's real profile: rows of no kernel type become problems (at most the CPU's bound), none
     holding an operator of a kernel-type row or a node of another target; the plan is read back, not redone."""
