@@ -230,8 +230,7 @@ def _check(request: dict) -> dict:
             # the first trial with autograd on, as a user's script and KernelBench's timing call ModelNew
             grad = torch.enable_grad() if trial == 0 else contextlib.nullcontext()
             try:
-                with grad:
-                    out = model_new(*inputs)
+                out = _called(model_new, inputs, grad, retry=trial == 0)
                 ok, err, why = _compare(ref, tensors(out))
             except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
                 if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
@@ -271,6 +270,22 @@ def _check(request: dict) -> dict:
         phases.mark("timing")
     return {**_result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms,
                       _static(request)), "phase_seconds": phases.seconds}
+
+
+def _called(model_new: Any, inputs: list, grad: Any, retry: bool) -> Any:
+    """ModelNew's outputs under `grad`; with `retry`, a call that ran out of memory with autograd on (the
+    tensors it keeps for a backward) is made again without it, so a problem that fits is never "does not fit"."""
+    import torch
+
+    try:
+        with grad:
+            return model_new(*inputs)
+    except torch.OutOfMemoryError:
+        if not retry:
+            raise
+    if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
+        torch.cuda.empty_cache()
+    return model_new(*inputs)  # the check's own no_grad
 
 
 class _Phases:

@@ -173,13 +173,16 @@ def _autograd_first(model: Any) -> Callable[..., Any]:
         calls.append(1)
         try:
             with torch.enable_grad():
-                out = model(*args)
-        except torch.OutOfMemoryError:
-            raise
+                return detached(model(*args))
+        except torch.OutOfMemoryError:  # the tensors autograd keeps did not fit: judged without them, below
+            pass
         except Exception as e:
             raise RuntimeError(f"ModelNew fails with autograd on (as a user's code and KernelBench's timing call "
                                f"it): {type(e).__name__}: {e}") from e
-        return detached(out)
+        if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
+            torch.cuda.empty_cache()
+        with torch.no_grad():
+            return model(*args)
 
     return forward
 

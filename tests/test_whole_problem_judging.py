@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import torch
 
 from autokernel.engine.worker import Worker
 
@@ -97,3 +98,37 @@ def test_runs_may_differ_only_where_the_problems_own_runs_do(tmp_path, noise, pa
         assert "as the problem's own forward" in stages["determinism"][1], stages
     else:
         assert stages["determinism"][0] == "fail" and "differs from run 1" in stages["determinism"][1], stages
+
+
+class _GradSensitive(torch.nn.Module):
+    """Doubles its input; with autograd on it raises `error` (as an `out=` call does, or memory the saved
+    tensors of a real-size forward would need)."""
+
+    def __init__(self, error):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(1))
+        self.error = error
+
+    def forward(self, x):
+        if torch.is_grad_enabled():
+            raise self.error
+        return x * 2 * self.weight
+
+
+def test_autograd_on_is_required_but_its_memory_is_not():
+    from autokernel.engine.model_new import _called
+    from autokernel.engine.problem_spec import _autograd_first
+
+    x = torch.ones(3)
+    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    # the harness's first call: out of memory with autograd's saved tensors -> judged without them
+    assert torch.equal(_autograd_first(_GradSensitive(oom))(x), x * 2)
+    # ... but a failure of the candidate's own with autograd on refuses it, saying so
+    wrong = RuntimeError("addmm(): functions with out=... arguments don't support automatic differentiation")
+    with pytest.raises(RuntimeError, match="fails with autograd on .*out="):
+        _autograd_first(_GradSensitive(wrong))(x)
+    # the final check's first trial: the same retry, only there
+    with torch.no_grad():
+        assert torch.equal(_called(_GradSensitive(oom), [x], torch.enable_grad(), retry=True), x * 2)
+        with pytest.raises(torch.OutOfMemoryError):
+            _called(_GradSensitive(oom), [x], torch.enable_grad(), retry=False)
