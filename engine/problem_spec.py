@@ -171,18 +171,22 @@ def _autograd_first(model: Any) -> Callable[..., Any]:
             with torch.no_grad():
                 return model(*args)
         calls.append(1)
+        failed = None
         try:
             with torch.enable_grad():
                 return detached(model(*args))
         except torch.OutOfMemoryError:  # the tensors autograd keeps did not fit: judged without them, below
             pass
         except Exception as e:
-            raise RuntimeError(f"ModelNew fails with autograd on (as a user's code and KernelBench's timing call "
-                               f"it): {type(e).__name__}: {e}") from e
+            failed = f"{type(e).__name__}: {e}"
         if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
             torch.cuda.empty_cache()
         with torch.no_grad():
-            return model(*args)
+            out = model(*args)  # a failure of its own, autograd or not, is raised here as it is
+        if failed:
+            raise RuntimeError(f"ModelNew fails with autograd on (as a user's code and KernelBench's timing call "
+                               f"it), not without: {failed}")
+        return out
 
     return forward
 

@@ -5,7 +5,10 @@ the model, keep the model's layouts, and the seed Inductor's code becomes passes
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,23 +203,23 @@ def test_a_kernelbench_problem_gets_a_seed_that_passes(tmp_path):
 def test_a_seed_runs_with_autograd_on_and_one_that_cannot_is_refused(tmp_path):
     """KernelBench times ModelNew with autograd on and a user's script calls it so: Inductor's code writes into
     `out=` buffers, which autograd refuses when a parameter requires grad."""
-    import importlib.util
-
     from autokernel.engine.worker import Worker
 
     problem = Path(__file__).parent / "kernelbench_problems" / "level2" / "3_gemm_relu.py"
     seed = tmp_path / "seed.py"
     inductor_seeds([problem], seed, timeout_s=240)
     assert "out=" in seed.read_text()
-    spec = importlib.util.spec_from_file_location("seed_under_test", seed)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    torch.manual_seed(0)
-    model = module.Model(*module.get_init_inputs())
-    new = module.ModelNew(*module.get_init_inputs())
-    new.load_state_dict(model.state_dict())
-    x = module.get_inputs()[0]
-    assert torch.allclose(new(x), model(x), atol=1e-4, rtol=1e-4)  # autograd on, parameters requiring grad
+    # a user's script, in a process of its own: autograd on, parameters requiring grad
+    use = (f"import importlib.util, torch\n"
+           f"spec = importlib.util.spec_from_file_location('seed_under_test', {str(seed)!r})\n"
+           "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+           "model = module.Model(*module.get_init_inputs()); new = module.ModelNew(*module.get_init_inputs())\n"
+           "new.load_state_dict(model.state_dict()); x = module.get_inputs()[0]\n"
+           "assert torch.is_grad_enabled() and all(p.requires_grad for p in new.parameters())\n"
+           "print(bool(torch.allclose(new(x), model(x), atol=1e-4, rtol=1e-4)))\n")
+    done = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TRITON_INTERPRET="1"))
+    assert done.returncode == 0 and done.stdout.split()[-1] == "True", done.stderr[-3000:]
 
     without = tmp_path / "seed_without_no_grad.py"
     without.write_text(seed.read_text().replace("    @torch.no_grad()", "", 1))

@@ -115,6 +115,11 @@ class _GradSensitive(torch.nn.Module):
         return x * 2 * self.weight
 
 
+class _Broken(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("broken")
+
+
 def test_autograd_on_is_required_but_its_memory_is_not():
     from autokernel.engine.model_new import _called
     from autokernel.engine.problem_spec import _autograd_first
@@ -125,8 +130,11 @@ def test_autograd_on_is_required_but_its_memory_is_not():
     assert torch.equal(_autograd_first(_GradSensitive(oom))(x), x * 2)
     # ... but a failure of the candidate's own with autograd on refuses it, saying so
     wrong = RuntimeError("addmm(): functions with out=... arguments don't support automatic differentiation")
-    with pytest.raises(RuntimeError, match="fails with autograd on .*out="):
+    with pytest.raises(RuntimeError, match="fails with autograd on .*not without: RuntimeError: addmm.*out="):
         _autograd_first(_GradSensitive(wrong))(x)
+    # and one that fails either way is reported as its own failure, unchanged
+    with pytest.raises(ValueError, match="^broken$"):
+        _autograd_first(_Broken())(x)
     # the final check's first trial: the same retry, only there
     with torch.no_grad():
         assert torch.equal(_called(_GradSensitive(oom), [x], torch.enable_grad(), retry=True), x * 2)
