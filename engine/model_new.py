@@ -17,7 +17,6 @@ KernelBench's static rules too (`engine/static_check.py`): a file it would rejec
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import sys
@@ -26,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from .outputs import chunks, tensors
-from .problem_spec import PROBLEM_TARGET, SEED, build_seeded, defines_problem, kernelbench_tolerance
+from .problem_spec import (PROBLEM_TARGET, SEED, AutogradOnlyFailure, build_seeded, call_autograd_first,
+                           defines_problem, kernelbench_tolerance)
 
 MODEL_NEW_FILE = "model_new.py"
 CHECK_DONE = "KernelBench check:"  # how the detail of a check that ran to the end begins
@@ -227,16 +227,14 @@ def _check(request: dict) -> dict:
             inputs = None  # two trials' tensors never coexist: a problem at its real size fills the device
             inputs = _move(list(module.get_inputs()), device, None)
             ref = tensors(model(*inputs))
-            # the first trial with autograd on, as a user's script and KernelBench's timing call ModelNew
-            grad = torch.enable_grad() if trial == 0 else contextlib.nullcontext()
-            try:
-                out = _called(model_new, inputs, grad, retry=trial == 0)
+            try:  # the first trial with autograd on, as a user's script and KernelBench's timing call ModelNew
+                out = call_autograd_first(model_new, inputs) if trial == 0 else model_new(*inputs)
                 ok, err, why = _compare(ref, tensors(out))
             except Exception as e:  # ModelNew's own failure is an incorrect solution, not a failed check
                 if no_fit(e, device):  # ... unless it is out of memory: check_model_new says so
                     raise
                 ok, err, why = False, 0.0, (f"ModelNew raised {type(e).__name__}: {e}"
-                                            + (" (with autograd on)" if trial == 0 else ""))
+                                            + (" (with autograd on)" if isinstance(e, AutogradOnlyFailure) else ""))
             out = None
             del ref
             max_err = max(max_err, err)
@@ -270,22 +268,6 @@ def _check(request: dict) -> dict:
         phases.mark("timing")
     return {**_result(request, model_new, passed, trials, max_err, problems, eager_ms, model_ms, compile_ms,
                       _static(request)), "phase_seconds": phases.seconds}
-
-
-def _called(model_new: Any, inputs: list, grad: Any, retry: bool) -> Any:
-    """ModelNew's outputs under `grad`; with `retry`, a call that ran out of memory with autograd on (the
-    tensors it keeps for a backward) is made again without it, so a problem that fits is never "does not fit"."""
-    import torch
-
-    try:
-        with grad:
-            return model_new(*inputs)
-    except torch.OutOfMemoryError:
-        if not retry:
-            raise
-    if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
-        torch.cuda.empty_cache()
-    return model_new(*inputs)  # the check's own no_grad
 
 
 class _Phases:

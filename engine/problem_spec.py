@@ -159,9 +159,37 @@ def _no_grad(model: Any) -> Callable[..., Any]:
     return forward
 
 
+class AutogradOnlyFailure(RuntimeError):
+    """ModelNew fails with autograd on and runs without it."""
+
+
+def call_autograd_first(model: Any, args: Any) -> Any:
+    """`model(*args)` with autograd on, as a user's script and KernelBench's timing call a ModelNew (code that
+    writes into `out=` buffers fails there when a parameter requires grad), its outputs detached. A failure of its
+    own, autograd or not, is raised as it is; one only with autograd on is an AutogradOnlyFailure; running out of
+    memory only with the tensors autograd keeps is not the candidate's: judged without them."""
+    import torch
+
+    failed = None
+    try:
+        with torch.enable_grad():
+            return detached(model(*args))
+    except torch.OutOfMemoryError:
+        pass
+    except Exception as e:
+        failed = f"{type(e).__name__}: {e}"
+    if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
+        torch.cuda.empty_cache()
+    with torch.no_grad():
+        out = model(*args)
+    if failed:
+        raise AutogradOnlyFailure(f"ModelNew fails with autograd on (as a user's code and KernelBench's timing "
+                                  f"call it), not without: {failed}")
+    return out
+
+
 def _autograd_first(model: Any) -> Callable[..., Any]:
-    """A candidate ModelNew called once with autograd on, as a user's script and KernelBench's timing call it
-    (code that writes into `out=` buffers fails there when a parameter requires grad), then without it."""
+    """A candidate ModelNew called the first time by `call_autograd_first`, then without autograd."""
     import torch
 
     calls = []
@@ -171,22 +199,7 @@ def _autograd_first(model: Any) -> Callable[..., Any]:
             with torch.no_grad():
                 return model(*args)
         calls.append(1)
-        failed = None
-        try:
-            with torch.enable_grad():
-                return detached(model(*args))
-        except torch.OutOfMemoryError:  # the tensors autograd keeps did not fit: judged without them, below
-            pass
-        except Exception as e:
-            failed = f"{type(e).__name__}: {e}"
-        if torch.cuda.is_available():  # past the except block: the failed call's frames and tensors are gone
-            torch.cuda.empty_cache()
-        with torch.no_grad():
-            out = model(*args)  # a failure of its own, autograd or not, is raised here as it is
-        if failed:
-            raise RuntimeError(f"ModelNew fails with autograd on (as a user's code and KernelBench's timing call "
-                               f"it), not without: {failed}")
-        return out
+        return call_autograd_first(model, args)
 
     return forward
 

@@ -121,8 +121,7 @@ class _Broken(torch.nn.Module):
 
 
 def test_autograd_on_is_required_but_its_memory_is_not():
-    from autokernel.engine.model_new import _called
-    from autokernel.engine.problem_spec import _autograd_first
+    from autokernel.engine.problem_spec import AutogradOnlyFailure, _autograd_first, call_autograd_first
 
     x = torch.ones(3)
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
@@ -135,8 +134,8 @@ def test_autograd_on_is_required_but_its_memory_is_not():
     # and one that fails either way is reported as its own failure, unchanged
     with pytest.raises(ValueError, match="^broken$"):
         _autograd_first(_Broken())(x)
-    # the final check's first trial: the same retry, only there
+    # the final check's first trial makes the same call, from inside its own no_grad
     with torch.no_grad():
-        assert torch.equal(_called(_GradSensitive(oom), [x], torch.enable_grad(), retry=True), x * 2)
-        with pytest.raises(torch.OutOfMemoryError):
-            _called(_GradSensitive(oom), [x], torch.enable_grad(), retry=False)
+        assert torch.equal(call_autograd_first(_GradSensitive(oom), [x]), x * 2)
+        with pytest.raises(AutogradOnlyFailure, match="not without: RuntimeError: addmm"):
+            call_autograd_first(_GradSensitive(wrong), [x])
