@@ -53,11 +53,6 @@ def autotuners(module: ModuleType | None) -> list[Any]:
     return found
 
 
-def autotuned(module: ModuleType | None) -> bool:
-    """Whether the candidate's module holds a Triton autotuner (a kernel under @triton.autotune)."""
-    return bool(autotuners(module))
-
-
 def _compile_configs(tuner: Any, *args: Any, **kwargs: Any) -> None:
     """In place of `Autotuner.run` while warming: compile each config the autotuner would time, launch none."""
     configs = tuner.configs

@@ -67,6 +67,7 @@ class _RecordingKernel:
 
 def _autotuned_module():
     import triton
+    import triton.language as tl
 
     def prune(configs, named_args, **kwargs):  # as a real one would: a tile wider than the row is dropped
         return [c for c in configs if c.kwargs["BLOCK"] <= max(16, named_args["n"])]
@@ -76,7 +77,7 @@ def _autotuned_module():
                               triton.Config({"BLOCK": 1024}, num_warps=8)],
                      key=["n"], prune_configs_by={"early_config_prune": prune})
     @triton.jit
-    def tuned(x_ptr, n, BLOCK: "tl.constexpr", EVEN: "tl.constexpr"):
+    def tuned(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
         pass
 
     module = types.ModuleType("candidate")
@@ -90,7 +91,7 @@ def test_an_autotuned_kernel_compiles_each_config_and_runs_none(monkeypatch):
     from triton.runtime.autotuner import Autotuner
 
     module, tuner = _autotuned_module()
-    assert precompile.autotuned(module) and not precompile.autotuned(types.ModuleType("plain"))
+    assert precompile.autotuners(module) and not precompile.autotuners(types.ModuleType("plain"))
     monkeypatch.setattr(Autotuner, "_bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed")))
     monkeypatch.setattr(harness, "make_args", lambda ctx, shape, dtype, mode: ("x", 100))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
