@@ -335,11 +335,14 @@ class Soak:
         events.sort(key=lambda f: f["at"] or 0)
         times = decision_times(self.db) if self.db.exists() else []
         starts = stage_start_times(self.db) if self.db.exists() else []
+        def after(at: float | None, times: list[float]) -> float | None:
+            """Seconds from `at` to the first of `times` after it."""
+            later = [t for t in times if at and t > at]
+            return round(min(later) - at, 1) if later else None
+
         for f in events:
-            nxt = [d for w, d in times if f["at"] and w > f["at"]]
-            f["to_next_experiment_s"] = round(min(nxt) - f["at"], 1) if nxt else None
-            began = [t for t in starts if f["at"] and t > f["at"]]
-            f["to_next_stage_s"] = round(min(began) - f["at"], 1) if began else None
+            f["to_next_experiment_s"] = after(f["at"], [d for w, d in times if f["at"] and w > f["at"]])
+            f["to_next_stage_s"] = after(f["at"], starts)
             f["at"] = round(f["at"] - self.t0, 1) if f["at"] else None
         per_kind: dict[str, int] = {}
         for f in events:

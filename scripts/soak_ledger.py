@@ -73,8 +73,8 @@ def decision_times(db: Path) -> list[tuple[float, float]]:
 def stage_start_times(db: Path) -> list[float]:
     """When each stage began, over all sessions: after a fault, the first one is when work went on."""
     with connect_ro(db) as conn:
-        rows = conn.execute("SELECT ts, payload FROM events WHERE type = 'stage_result' ORDER BY ts").fetchall()
-    return [ts for ts, payload in rows if json.loads(payload).get("status") == "running"]
+        return [ts for (ts,) in conn.execute("SELECT ts FROM events WHERE type = 'stage_result' AND "
+                                             "json_extract(payload, '$.status') = 'running' ORDER BY ts")]
 
 
 def account(db: Path, cache_dir: Path, printed: set[tuple[str, int]]) -> dict:
