@@ -172,7 +172,6 @@ def test_model_new_is_checked_on_fresh_inputs_and_runs_on_its_own(tmp_path):
     assert same.max_abs_error == 0.0 and same.model_ms > 0 and same.eager_ms > 0
     # where the check's time went: each phase named with its seconds (their values are for benchmarks to read)
     assert list(same.phase_seconds) == ["load", "trials", "compile", "timing", "process"], same.phase_seconds
-    assert all(isinstance(v, float) for v in same.phase_seconds.values()), same.phase_seconds
     # the file that was checked is a KernelBench solution a user can import and run as it is
     model_new = tmp_path / "same" / "model_new.py"
     spec = importlib.util.spec_from_file_location("kb_model_new_test", model_new)
