@@ -222,9 +222,11 @@ step_kbeval() {
 own_eval() {
   # KernelBench's own eval of a batch's files (issue 25), one shard per visible GPU side by side; each shard
   # writes its rows as it goes (kb_own_eval.K.json), merged into kb_own_eval.json at the end.
-  local n i; n=$("$PY" -c "import torch; print(max(1, torch.cuda.device_count()))" 2>/dev/null || echo 1)
+  # A shard's GPU is the i-th of those this suite was given (CUDA_VISIBLE_DEVICES=2 means GPU 2, not GPU 0).
+  local n i devs; n=$("$PY" -c "import torch; print(max(1, torch.cuda.device_count()))" 2>/dev/null || echo 1)
+  IFS=, read -ra devs <<< "${CUDA_VISIBLE_DEVICES:-}"
   for i in $(seq 0 $((n - 1))); do
-    CUDA_VISIBLE_DEVICES=$i PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py \
+    CUDA_VISIBLE_DEVICES=${devs[$i]:-$i} PYTHONPATH="/tmp/kbsite:$PYTHONPATH" "$PY" scripts/kernelbench_own_eval.py \
       --kernelbench "${KB_SRC:-.kb/src}" --batch "$1" --shard "$i/$n" -o "$RESULTS/kb_own_eval.$i.json" \
       > "$RESULTS/kb_own_eval.$i.txt" 2>&1 &
   done
@@ -253,10 +255,11 @@ step_multigpu() {
   # KernelBench's own eval of the batch run on all GPUs (issue 25).
   "$PY" scripts/multigpu_bench.py consistency -o "$RESULTS/multigpu" > "$RESULTS/multigpu_consistency.txt" 2>&1
   echo "consistency rc=$?"; tail -6 "$RESULTS/multigpu_consistency.txt"
-  # KB_PROBLEMS set but empty leaves the KernelBench batch out (a rerun that measures the optimize session only).
+  # KB_PROBLEMS set but empty leaves the KernelBench batch out (a rerun that measures the optimize session only);
+  # MG_WARMUP=both runs each optimize session without and with the parallel warm-up compile.
   "$PY" scripts/multigpu_bench.py sessions -o "$RESULTS/multigpu" --experiments "${MG_EXPERIMENTS:-12}" \
     --kb ${KB_PROBLEMS-.kb/problems tests/kernelbench_problems} --kb-experiments "${KB_EXPERIMENTS:-3}" \
-    > "$RESULTS/multigpu.txt" 2>&1
+    --warmup "${MG_WARMUP:-as-set}" > "$RESULTS/multigpu.txt" 2>&1
   echo "sessions rc=$?"; tail -12 "$RESULTS/multigpu.txt"
   local batch; batch=$(ls -d "$RESULTS"/multigpu/kb_w[2-9]*/out.json 2>/dev/null | head -1)
   if [ -n "$batch" ]; then

@@ -124,14 +124,16 @@ def _store_facts(db: Path) -> dict:
     return {"sessions": out}
 
 
-def _spawn(args: list[str], folder: Path, gpus: str | None) -> subprocess.Popen:
+def _spawn(args: list[str], folder: Path, gpus: str | None, extra_env: dict | None = None) -> subprocess.Popen:
     folder.mkdir(parents=True, exist_ok=True)
     # Every compile cache is the run's own: a run after another must not find its kernels already built.
     env = dict(os.environ, AUTOKERNEL_DB=str(folder / "sessions.db"), AUTOKERNEL_CACHE_DIR=str(folder / "cache"),
-               TRITON_CACHE_DIR=str(folder / "triton-cache"), TORCHINDUCTOR_CACHE_DIR=str(folder / "inductor-cache"))
+               TRITON_CACHE_DIR=str(folder / "triton-cache"), TORCHINDUCTOR_CACHE_DIR=str(folder / "inductor-cache"),
+               **(extra_env or {}))
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
-    print(f"  start {folder.name}: {' '.join(args)}" + (f" (CUDA_VISIBLE_DEVICES={gpus})" if gpus else ""), flush=True)
+    shown = " ".join(f"{k}={v}" for k, v in {**(extra_env or {}), **({"CUDA_VISIBLE_DEVICES": gpus} if gpus else {})}.items())
+    print(f"  start {folder.name}: {' '.join(args)}" + (f" ({shown})" if shown else ""), flush=True)
     return subprocess.Popen(CLI + args + ["--json"], stdout=open(folder / "out.json", "w"),
                             stderr=open(folder / "log.txt", "w"), env=env)
 
@@ -206,36 +208,85 @@ def _fast_p_of(rows: list[dict]) -> dict:
     return fast_p([ProblemResult.from_json(r) for r in rows])
 
 
-def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int) -> dict:
+def _foreign_gpu_processes() -> list[str]:
+    """`gpu 2: pid 4711` for each process holding a GPU of this box that is not this script: phase 2 times on
+    every GPU, so it must not start while a job beside the benchmark still runs on one."""
+    try:
+        gpus = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    index = dict(reversed([part.strip() for part in line.split(",")]) for line in gpus.splitlines() if "," in line)
+    found = []
+    for line in apps.splitlines():
+        uuid, _, pid = (part.strip() for part in line.partition(","))
+        if pid.isdigit() and int(pid) != os.getpid():
+            found.append(f"gpu {index.get(uuid, uuid)}: pid {pid}")
+    return found
+
+
+def _wait_for_free_gpus(limit_s: float) -> list[str]:
+    """Wait (up to `limit_s`) until no other process holds a GPU; what still held one when the wait ended."""
+    end = time.monotonic() + limit_s
+    busy = _foreign_gpu_processes()
+    if busy:
+        print(f"  waiting for the GPUs to be free: {', '.join(busy)}", flush=True)
+    while busy and time.monotonic() < end:
+        time.sleep(2)
+        busy = _foreign_gpu_processes()
+    if busy:
+        print(f"  still held after {limit_s:.0f} s, timing anyway: {', '.join(busy)}", flush=True)
+    return busy
+
+
+# With --warmup both, each optimize session runs twice, without and with the parallel warm-up compile
+# (engine/precompile.py), so the pool's ratio is read with either setting on the same box.
+WARMUP_ENV = "AUTOKERNEL_PARALLEL_COMPILE"
+WARMUP_VARIANTS = {"as-set": [("", None)], "both": [("_pc1", "1"), ("_pc0", "0")]}
+
+
+def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int, warmup: str = "as-set") -> dict:
     n = gpu_count()
     opt = _optimize_args(experiments)
     batch = ["kernelbench", *kb, "--device", "cuda", "--max-experiments-per-problem", str(kb_experiments)]
     runs: dict[str, dict] = {}
+    variants = WARMUP_VARIANTS[warmup]
+    if len(variants) > 1 and len(variants) + (1 if kb else 0) > n:
+        raise SystemExit(f"--warmup {warmup} with a batch needs {len(variants) + 1} GPUs for phase 1; this box has {n}")
 
-    parts = _one_lane_parts(kb, max(1, n - 1)) if kb else []
-    print(f"phase 1: one worker each, side by side: the optimize session on GPU 0, the batch with one lane in "
-          f"{len(parts)} part(s) on GPU(s) {', '.join(str(min(k + 1, n - 1)) for k in range(len(parts))) or '-'}",
-          flush=True)
+    first_kb = len(variants)  # phase 1: the one-worker sessions on GPUs 0.., the batch's parts on the GPUs after
+    parts = _one_lane_parts(kb, max(1, n - first_kb)) if kb else []
+    kb_gpu = [str(min(k + first_kb, n - 1)) for k in range(len(parts))]
+    print(f"phase 1: one worker each, side by side: the optimize session(s) on GPU(s) 0-{len(variants) - 1}, the batch "
+          f"with one lane in {len(parts)} part(s) on GPU(s) {', '.join(kb_gpu) or '-'}", flush=True)
     t = time.monotonic()
-    p_opt = _spawn(opt + ["--workers", "1"], out / "optimize_w1", "0")
+    p_opt = [_spawn(opt + ["--workers", "1"], out / f"optimize_w1{tag}", str(k), {WARMUP_ENV: flag} if flag else None)
+             for k, (tag, flag) in enumerate(variants)]
     p_kb = [_spawn(["kernelbench", *part, *batch[1 + len(kb):], "--workers", "1"], out / _part_name(k, len(parts)),
-                   str(min(k + 1, n - 1))) for k, part in enumerate(parts)]
-    ends = _ends([p_opt, *p_kb])
-    runs["optimize_w1"] = _finish("optimize_w1", p_opt, out / "optimize_w1", t, ends[0])
+                   kb_gpu[k]) for k, part in enumerate(parts)]
+    ends = _ends([*p_opt, *p_kb])
+    for k, (tag, _) in enumerate(variants):
+        runs[f"optimize_w1{tag}"] = _finish(f"optimize_w1{tag}", p_opt[k], out / f"optimize_w1{tag}", t, ends[k])
     if p_kb:
         done = [_finish(_part_name(k, len(parts)), proc, out / _part_name(k, len(parts)), t, end)
-                for k, (proc, end) in enumerate(zip(p_kb, ends[1:]))]
+                for k, (proc, end) in enumerate(zip(p_kb, ends[len(p_opt):]))]
         runs["kb_w1"] = done[0] if len(done) == 1 else _one_lane_sum(done)
 
     print(f"phase 2: {n} workers, one per GPU (the batch: {n} problems side by side)", flush=True)
+    held = _wait_for_free_gpus(float(os.environ.get("MG_FREE_WAIT_S", "900")))
     if kb:
         t = time.monotonic()
         runs[f"kb_w{n}"] = _finish(f"kb_w{n}", _spawn(batch + ["--workers", str(n)], out / f"kb_w{n}", None),
                                    out / f"kb_w{n}", t)
-    t = time.monotonic()
-    runs[f"optimize_w{n}"] = _finish(f"optimize_w{n}", _spawn(opt + ["--workers", str(n)], out / f"optimize_w{n}", None),
-                                     out / f"optimize_w{n}", t)
-    result = {"gpus": n, "experiments": experiments, "kb": kb, "kb_experiments": kb_experiments, "runs": runs}
+    for tag, flag in variants:
+        name = f"optimize_w{n}{tag}"
+        t = time.monotonic()
+        runs[name] = _finish(name, _spawn(opt + ["--workers", str(n)], out / name, None,
+                                          {WARMUP_ENV: flag} if flag else None), out / name, t)
+    result = {"gpus": n, "experiments": experiments, "kb": kb, "kb_experiments": kb_experiments, "warmup": warmup,
+              "held_at_phase_2": held, "runs": runs}
     (out / "multigpu.json").write_text(json.dumps(result, indent=1, default=str))
     _print_summary(result)
     return result
@@ -339,16 +390,16 @@ def fixed(out: Path, kernel: str, count: int, dtype: str = "bf16") -> dict:
 def _print_summary(result: dict) -> None:
     n = result["gpus"]
     print("\noptimize sessions (bundled Llama, large, playbook agent):")
-    base = base_busy = None
+    bases: dict[str, tuple[float, float]] = {}  # per warm-up variant: the one-worker rate and GPUs busy
     for name, run in result["runs"].items():
         if not name.startswith("optimize") or not run.get("sessions"):
             continue
         s = run["sessions"][0]
-        base = base or s["per_hour"]
         # GPU-seconds of experiments per second of the span: unlike experiments per hour, the same whatever mix
         # of cheap and costly targets the session reached
         busy = sum((s.get("busy") or {}).values())
-        base_busy = base_busy or busy
+        variant = name.rpartition("_pc")[2] if "_pc" in name else ""
+        base, base_busy = bases.setdefault(variant, (s["per_hour"], busy))
         best = ", ".join(f"{t}={b['candidate']}@{b['decided_s']:.0f}s" for t, b in sorted(s["best"].items()))
         print(f"  {name}: {s['experiments']} experiments in {s['span_s']:.0f} s = {s['per_hour']:.0f}/h "
               f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); "
@@ -373,6 +424,8 @@ def main() -> int:
     p.add_argument("--experiments", type=int, default=12, help="experiments per optimize session")
     p.add_argument("--kb", nargs="*", default=[], help="KernelBench problem folders or files for the batch")
     p.add_argument("--kb-experiments", type=int, default=4)
+    p.add_argument("--warmup", choices=sorted(WARMUP_VARIANTS), default="as-set",
+                   help="sessions: 'both' runs each optimize session without and with the parallel warm-up compile")
     p.add_argument("--kernel", default="rmsnorm", help="fixed: the kernel type whose starter's moves are run")
     p.add_argument("--candidates", type=int, default=24, help="fixed: how many of those moves")
     args = p.parse_args()
@@ -385,7 +438,7 @@ def main() -> int:
     elif args.what == "ray":
         ray_session(out, args.experiments)
     else:
-        sessions(out, args.experiments, args.kb, args.kb_experiments)
+        sessions(out, args.experiments, args.kb, args.kb_experiments, args.warmup)
     return 0
 
 

@@ -70,3 +70,40 @@ def test_processes_side_by_side_are_each_dated_by_their_own_exit(tmp_path):
     slow_end, quick_end = _ends([slow, quick])
     releaser.join()
     assert quick_end < slow_end
+
+
+def _fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> None:
+    """An `nvidia-smi` on PATH that answers the two queries the benchmark asks, as the real one prints them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "apps.txt").write_text(apps)
+    script = bin_dir / "nvidia-smi"
+    script.write_text("#!/bin/sh\n"
+                      "case \"$1\" in\n"
+                      "  --query-gpu=*) printf '0, GPU-aaa\\n1, GPU-bbb\\n' ;;\n"
+                      f"  --query-compute-apps=*) cat {tmp_path / 'apps.txt'} ;;\n"
+                      "esac\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+
+
+def test_phase_two_names_each_process_still_holding_a_gpu_and_stops_waiting_when_they_end(tmp_path, monkeypatch):
+    from multigpu_bench import _foreign_gpu_processes, _wait_for_free_gpus
+
+    _fake_nvidia_smi(tmp_path, monkeypatch, "GPU-bbb, 4711\nGPU-aaa, 99\n")
+    assert _foreign_gpu_processes() == ["gpu 1: pid 4711", "gpu 0: pid 99"]
+    assert _wait_for_free_gpus(0) == ["gpu 1: pid 4711", "gpu 0: pid 99"]  # no time left: timed anyway, and said
+
+    def the_job_ends():
+        time.sleep(1.0)
+        (tmp_path / "apps.txt").write_text("")
+
+    threading.Thread(target=the_job_ends).start()
+    assert _wait_for_free_gpus(60) == []
+
+
+def test_without_nvidia_smi_nothing_is_held(tmp_path, monkeypatch):
+    from multigpu_bench import _foreign_gpu_processes
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert _foreign_gpu_processes() == []
