@@ -11,8 +11,8 @@ The calls here judge nothing: results and errors are dropped, and the stages (wh
 watched, in one thread) decide. An autotuned kernel only compiles here, every config of it, without
 launching or timing one (configs timed concurrently would be chosen on distorted times and cached): the
 stages' first call times them one after another, already compiled. Skipped on the CPU interpreter
-(nothing to compile, and the interpreter is not thread-safe). Off unless AUTOKERNEL_PARALLEL_COMPILE=1,
-until a GPU run has measured it (`scripts/precompile_probe.py`).
+(nothing to compile, and the interpreter is not thread-safe). On unless AUTOKERNEL_PARALLEL_COMPILE=0
+(`scripts/precompile_probe.py` and `scripts/multigpu_bench.py sessions --warmup both` measure it).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ MAX_THREADS = 8
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "") == "1"
+    return os.environ.get(ENV, "1").strip() != "0"
 
 
 def autotuners(module: ModuleType | None) -> list[Any]:

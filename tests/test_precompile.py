@@ -107,3 +107,12 @@ def test_an_autotuned_kernel_compiles_each_config_and_runs_none(monkeypatch):
     monkeypatch.setattr(Autotuner, "_bench", lambda self, *a, config, **k: [float(config.kwargs["BLOCK"])])
     module.tuned[(1,)]("x", 100)
     assert len(tuner.fn.runs) == 1 and tuner.fn.runs[0][1]["warmup"] is False and tuner.fn.runs[0][1]["BLOCK"] == 16
+
+
+def test_on_unless_turned_off(monkeypatch):
+    monkeypatch.delenv(precompile.ENV, raising=False)
+    assert precompile.enabled()
+    monkeypatch.setenv(precompile.ENV, "0")
+    assert not precompile.enabled()
+    monkeypatch.setenv(precompile.ENV, "1")
+    assert precompile.enabled()
