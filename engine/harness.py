@@ -690,8 +690,7 @@ def trial(ctx: CheckContext, shape: dict, dtype: torch.dtype, mode: str = "norma
         expected_dtype(ctx, dtype)  # its small run (a whole problem's full draw) before this trial's tensors exist
     args = make_args(ctx, shape, dtype, mode)
     if noncontig:
-        args = tuple(noncontiguous_like(a) if i in ctx.spec.data_args and isinstance(a, torch.Tensor) and a.dim() >= 1
-                     else a for i, a in enumerate(args))
+        args = noncontiguous_args(ctx, args)
     before = _snapshot(args, plan.snapshot_on_device)
     ref = _reference(ctx, args, dtype, plan)
     _poison_allocator(ref, expected_dtype(ctx, dtype), ctx.device)
@@ -788,6 +787,19 @@ def _sweep_shapes(ctx: CheckContext) -> tuple[list[dict], list[dict]]:
 
 def _edge_shapes(ctx: CheckContext) -> tuple[list[dict], list[dict]]:
     return coverage.plan(ctx.spec.edge_shapes, ctx.spec.batch_dims, ctx.fits)
+
+
+def view_shapes(ctx: CheckContext, edge_shapes: list[dict]) -> list[dict]:
+    """The shapes the edge-case stage runs again as non-contiguous views: the smoke shape and the last edge one."""
+    if not ctx.spec.noncontiguous_views:
+        return []
+    return [ctx.spec.smoke_shape] + [s for s in edge_shapes if s != ctx.spec.smoke_shape][-1:]
+
+
+def noncontiguous_args(ctx: CheckContext, args: tuple) -> tuple:
+    """The same values with each data tensor as a strided view (what real code passes: slices, transposes)."""
+    return tuple(noncontiguous_like(a) if i in ctx.spec.data_args and isinstance(a, torch.Tensor) and a.dim() >= 1
+                 else a for i, a in enumerate(args))
 
 
 def unrun_shapes(ctx: CheckContext) -> tuple[list[dict], int]:
@@ -932,8 +944,7 @@ def stage_edge_cases(ctx: CheckContext) -> str:
     for shape in shapes:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype)
-    views = [ctx.spec.smoke_shape] + [s for s in shapes if s != ctx.spec.smoke_shape][-1:]
-    views = views if ctx.spec.noncontiguous_views else []
+    views = view_shapes(ctx, shapes)
     for shape in views:
         for dtype in _dtypes(ctx):
             trial(ctx, shape, dtype, noncontig=True)

@@ -2,9 +2,8 @@
 
 Triton compiles a kernel on its first call for each new set of constexprs and argument properties
 (dtype, 16-byte divisibility), so the stages, calling the candidate shape after shape in one thread,
-pay one cold compile after another: on the H100 the shape sweep alone took 7-10 s of a 16 s
-experiment. Much of a compile runs outside the GIL (the MLIR passes in C++, ptxas as a subprocess),
-so calling the candidate once per (shape, dtype) the stages will use, from a pool of threads, fills
+pay one cold compile after another. Much of a compile runs outside the GIL (the MLIR passes in C++, ptxas as a subprocess),
+so calling the candidate once per (shape, dtype, layout) the stages will use, from a pool of threads, fills
 Triton's caches in a fraction of that time, and the stages then find every kernel compiled.
 
 The calls here judge nothing: results and errors are dropped, and the stages (which run afterwards,
@@ -76,40 +75,43 @@ def compile_only(module: ModuleType | None) -> Iterator[list[Any]]:
             vars(tuner).pop("run", None)
 
 
-def specializations(ctx: harness.CheckContext) -> list[tuple[dict, Any]]:
-    """Every (shape, dtype) the stages will call the candidate with on contiguous inputs, each once."""
+def specializations(ctx: harness.CheckContext) -> list[tuple[dict, Any, bool]]:
+    """Every (shape, dtype, non-contiguous) the stages will call the candidate with, each once: a strided view
+    is a specialization of its own (Triton keys a compile on each pointer's alignment and each stride of 1)."""
     dtypes = harness._dtypes(ctx)
     sweep, _ = harness._sweep_shapes(ctx)
-    shapes = [ctx.spec.smoke_shape, *sweep, *harness._stability_shapes(ctx),
-              *harness._edge_shapes(ctx)[0]]
-    seen, pairs = set(), []
-    for shape in shapes:
+    edge = harness._edge_shapes(ctx)[0]
+    calls = [(shape, False) for shape in [ctx.spec.smoke_shape, *sweep, *harness._stability_shapes(ctx), *edge]]
+    calls += [(shape, True) for shape in harness.view_shapes(ctx, edge)]
+    seen, found = set(), []
+    for shape, noncontig in calls:
         for dtype in dtypes:
-            key = (json.dumps(shape, sort_keys=True), str(dtype))
+            key = (json.dumps(shape, sort_keys=True), str(dtype), noncontig)
             if key not in seen:
                 seen.add(key)
-                pairs.append((shape, dtype))
-    return pairs
+                found.append((shape, dtype, noncontig))
+    return found
 
 
 def warm(ctx: harness.CheckContext, module: ModuleType | None = None, threads: int | None = None) -> int:
     """Call the candidate once per specialization from a thread pool; the number of calls made (0: skipped)."""
     if ctx.interpreter:
         return 0
-    pairs = specializations(ctx)
-    if not pairs:
+    calls = specializations(ctx)
+    if not calls:
         return 0
 
-    def call(pair: tuple[dict, Any]) -> None:
-        shape, dtype = pair
+    def call(item: tuple[dict, Any, bool]) -> None:
+        shape, dtype, noncontig = item
         try:
-            ctx.kernel_fn(*harness.make_args(ctx, shape, dtype, "normal"))
+            args = harness.make_args(ctx, shape, dtype, "normal")
+            ctx.kernel_fn(*(harness.noncontiguous_args(ctx, args) if noncontig else args))
         except Exception:  # the stages will meet it again, and say so
             pass
 
-    workers = threads or min(MAX_THREADS, os.cpu_count() or 1, len(pairs))
+    workers = threads or min(MAX_THREADS, os.cpu_count() or 1, len(calls))
     with compile_only(module), ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ak-precompile") as pool:
-        list(pool.map(call, pairs))
+        list(pool.map(call, calls))
     if ctx.device == "cuda":
         import torch
 
@@ -117,4 +119,4 @@ def warm(ctx: harness.CheckContext, module: ModuleType | None = None, threads: i
             torch.cuda.synchronize()
         except Exception:  # a fault: the first stage reports it
             pass
-    return len(pairs)
+    return len(calls)

@@ -20,14 +20,15 @@ def _ctx(fn, device="cuda"):
 
 
 def test_every_specialization_once_from_several_threads(monkeypatch):
-    monkeypatch.setattr(harness, "make_args", lambda ctx, shape, dtype, mode: (shape, dtype))
+    monkeypatch.setattr(harness, "make_args", lambda ctx, shape, dtype, mode: (shape, dtype, False))
+    monkeypatch.setattr(harness, "noncontiguous_args", lambda ctx, args: (*args[:2], True))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     calls, threads = [], set()
 
-    def kernel_fn(shape, dtype):
+    def kernel_fn(shape, dtype, strided):
         threads.add(threading.get_ident())
         time.sleep(0.02)
-        calls.append((json.dumps(shape, sort_keys=True), dtype))
+        calls.append((json.dumps(shape, sort_keys=True), dtype, strided))
         if dtype == torch.float16:
             raise RuntimeError("a failure the stages will report, not the warm-up")
 
@@ -36,17 +37,21 @@ def test_every_specialization_once_from_several_threads(monkeypatch):
     expected = precompile.specializations(ctx)
     assert made == len(expected) == len(calls) == len(set(calls))
     spec = get_spec("softmax")
-    shapes = {json.dumps(s, sort_keys=True) for s, _ in expected}
+    shapes = {json.dumps(s, sort_keys=True) for s, _, strided in expected if not strided}
     assert json.dumps(spec.smoke_shape, sort_keys=True) in shapes
     assert all(json.dumps(s, sort_keys=True) in shapes for s in spec.sweep_shapes + spec.edge_shapes)
-    assert {d for _, d in expected} == set(spec.dtypes)
+    assert {d for _, d, _ in expected} == set(spec.dtypes)
+    # the edge-case stage's strided views are warmed as they will be called: the same shapes, as views
+    views = {json.dumps(s, sort_keys=True) for s, _, strided in expected if strided}
+    assert views == {json.dumps(s, sort_keys=True) for s in harness.view_shapes(ctx, harness._edge_shapes(ctx)[0])}
+    assert views and {c for c in calls if c[2]} == {(v, d, True) for v in views for d in spec.dtypes}
     assert len(threads) > 1
 
 
 def test_screening_dtypes_limit_the_warm_up_too(monkeypatch):
     monkeypatch.setattr(harness, "make_args", lambda ctx, shape, dtype, mode: (shape, dtype))
     ctx = harness.CheckContext(get_spec("softmax"), lambda *a: None, "cuda", dtypes=(torch.bfloat16,))
-    assert {d for _, d in precompile.specializations(ctx)} == {torch.bfloat16}
+    assert {d for _, d, _ in precompile.specializations(ctx)} == {torch.bfloat16}
 
 
 def test_skipped_on_the_interpreter():
