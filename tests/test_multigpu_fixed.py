@@ -4,6 +4,7 @@ between a one-worker and an N-worker run); and the one-lane KernelBench baseline
 from __future__ import annotations
 
 import difflib
+import os
 import subprocess
 import sys
 import threading
@@ -84,7 +85,7 @@ def _fake_nvidia_smi(tmp_path: Path, monkeypatch, apps: str) -> None:
                       f"  --query-compute-apps=*) cat {tmp_path / 'apps.txt'} ;;\n"
                       "esac\n")
     script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
 
 
 def test_phase_two_names_each_process_still_holding_a_gpu_and_stops_waiting_when_they_end(tmp_path, monkeypatch):
