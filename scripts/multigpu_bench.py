@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 from pool_bench import busy_line, session_rate  # scripts/ is this script's own folder on sys.path
+from session_anatomy import anatomy, describe, dump_events, read_events
 
 CLI = [sys.executable, "-m", "autokernel.engine.cli"]
 
@@ -157,7 +158,12 @@ def _finish(name: str, proc: subprocess.Popen, folder: Path, started: float, end
         doc = json.loads((folder / "out.json").read_text())
     except (OSError, ValueError):
         doc = None
-    facts = _store_facts(folder / "sessions.db") if (folder / "sessions.db").exists() else {"sessions": []}
+    db = folder / "sessions.db"
+    facts = _store_facts(db) if db.exists() else {"sessions": []}
+    if db.exists():  # the raw output to keep: every event, the candidates' sources left out
+        dump_events(db, folder / "events.jsonl.gz")
+        if name.startswith("optimize") and facts["sessions"]:
+            facts["anatomy"] = anatomy(read_events(db))
     print(f"  done {name}: rc={rc}, {wall:.0f} s", flush=True)
     return {"name": name, "rc": rc, "wall_s": wall, "out": doc, **facts}
 
@@ -405,6 +411,10 @@ def _print_summary(result: dict) -> None:
               f"({s['per_hour'] / base:.2f}x one worker, goal >= {0.85 * n:.2f}x for {n}); "
               f"{busy_line(s.get('busy') or {})} ({busy:.2f} GPUs busy, "
               f"{busy / base_busy if base_busy else 0:.2f}x one worker's); best {best}")
+    print("\nwhere each optimize session's time went (scripts/session_anatomy.py):")
+    for name, run in result["runs"].items():
+        if run.get("anatomy"):
+            print(describe(f"  {name}", run["anatomy"]))
     for name, run in result["runs"].items():
         doc = run.get("out") if name.startswith("kb") else None
         if doc:
