@@ -2,9 +2,10 @@
 
 Triton compiles a kernel on its first call for each new set of constexprs and argument properties
 (dtype, 16-byte divisibility), so the stages, calling the candidate shape after shape in one thread,
-pay one cold compile after another. Much of a compile runs outside the GIL (the MLIR passes in C++, ptxas as a subprocess),
-so calling the candidate once per (shape, dtype, layout) the stages will use, from a pool of threads, fills
-Triton's caches in a fraction of that time, and the stages then find every kernel compiled.
+pay one cold compile after another. Much of a compile runs outside the GIL (the MLIR passes in C++,
+ptxas as a subprocess), so calling the candidate once per (shape, dtype, layout) the stages will use,
+from a pool of threads, fills Triton's caches in a fraction of that time, and the stages then find
+every kernel compiled.
 
 The calls here judge nothing: results and errors are dropped, and the stages (which run afterwards,
 watched, in one thread) decide. An autotuned kernel only compiles here, every config of it, without

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from pool_bench import busy_line, session_rate  # scripts/ is this script's own folder on sys.path
-from session_anatomy import anatomy, describe, dump_events, read_events
+from session_anatomy import anatomy, describe, dump_events
 
 CLI = [sys.executable, "-m", "autokernel.engine.cli"]
 
@@ -121,7 +121,7 @@ def _store_facts(db: Path) -> dict:
             continue
         kept = {e.target: {"candidate": e.candidate_id, "decided_s": e.ts - min(written)}
                 for e in events if isinstance(e, ev.Decision) and e.decision in ("kept", "approved")}
-        out.append({"session": row["id"], **session_rate(events), "best": kept})
+        out.append({"session": row["id"], **session_rate(events), "best": kept, "anatomy": anatomy(events)})
     return {"sessions": out}
 
 
@@ -162,8 +162,6 @@ def _finish(name: str, proc: subprocess.Popen, folder: Path, started: float, end
     facts = _store_facts(db) if db.exists() else {"sessions": []}
     if db.exists():  # the raw output to keep: every event, the candidates' sources left out
         dump_events(db, folder / "events.jsonl.gz")
-        if name.startswith("optimize") and facts["sessions"]:
-            facts["anatomy"] = anatomy(read_events(db))
     print(f"  done {name}: rc={rc}, {wall:.0f} s", flush=True)
     return {"name": name, "rc": rc, "wall_s": wall, "out": doc, **facts}
 
@@ -413,8 +411,8 @@ def _print_summary(result: dict) -> None:
               f"{busy / base_busy if base_busy else 0:.2f}x one worker's); best {best}")
     print("\nwhere each optimize session's time went (scripts/session_anatomy.py):")
     for name, run in result["runs"].items():
-        if run.get("anatomy"):
-            print(describe(f"  {name}", run["anatomy"]))
+        if name.startswith("optimize") and run.get("sessions") and run["sessions"][0].get("anatomy"):
+            print(describe(f"  {name}", run["sessions"][0]["anatomy"]))
     for name, run in result["runs"].items():
         doc = run.get("out") if name.startswith("kb") else None
         if doc:

@@ -20,6 +20,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from pool_bench import session_rate  # scripts/ is this script's own folder on sys.path
+
 STEADY_AFTER_S = 30.0
 SLOW_STAGES_S = 1.0
 
@@ -104,8 +106,9 @@ def anatomy(events: list) -> dict:
     decided = {e.candidate_id: e.ts for e in events if isinstance(e, ev.Decision)}
     if not written or not decided:
         return {"experiments": 0}
+    rate = session_rate(events)  # the span and rate every multi-GPU page reports
+    span = rate["span_s"]
     start, end = min(written.values()), max(decided.values())
-    span = end - start
     took = {c: decided[c] - written[c] for c in decided if c in written}
     per_target: dict[str, list[float]] = defaultdict(list)
     for c, s in took.items():
@@ -123,7 +126,7 @@ def anatomy(events: list) -> dict:
     steady_from = start + STEADY_AFTER_S
     steady = [t for t in decided.values() if t > steady_from]
     return {
-        "experiments": len(decided), "span_s": span, "per_hour": len(decided) * 3600 / span if span > 0 else None,
+        "experiments": rate["experiments"], "span_s": span, "per_hour": rate["per_hour"],
         "in_flight": sum(took.values()) / span if span > 0 else None, "experiment_seconds": sum(took.values()),
         "targets": {t: {"experiments": len(v), "median_s": statistics.median(v), "seconds": sum(v)}
                     for t, v in sorted(per_target.items())},

@@ -1,5 +1,6 @@
 """scripts/session_anatomy.py: where a session's time went, read from a real store and from the events file the
-multi-GPU benchmark leaves beside it (sources left out)."""
+multi-GPU benchmark leaves beside it (sources left out). The events carry fixed timestamps: the seconds asserted
+are arithmetic on those inputs, nothing here is timed."""
 
 from __future__ import annotations
 
