@@ -15,6 +15,7 @@ child of a candidate dies with it. On CPU it sets TRITON_INTERPRET=1 before anyt
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -448,7 +449,7 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest) -> tup
     """One request, run; returns its closing answer (None after a device fault, which ends the worker) and the
     device memory held just before the candidate loaded. Everything it built (the bound candidate, the check's
     context) is local here, so none of it outlives the request: the caller sends the answer once it is gone."""
-    from . import guards, harness, precompile, timing
+    from . import check_tuning, guards, harness, precompile, timing
 
     held_before = None
     try:
@@ -478,16 +479,22 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest) -> tup
                                                dtypes=_screen_dtypes(spec, req.dtypes))
                     unrun, total = harness.unrun_shapes(ctx)
                     conn.send(Coverage(unrun, total))
+                    module = sys.modules.get(req.module)
                     if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
-                        precompile.warm(ctx, sys.modules.get(req.module))
-                    for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(StageStarted(s)),
-                                                on_end=lambda o: conn.send(StageEnded(o))):
-                        pass
+                        precompile.warm(ctx, module)
+                    with check_tuning.brief(module, device):  # the stages judge results, not a config's speed
+                        for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(StageStarted(s)),
+                                                    on_end=lambda o: conn.send(StageEnded(o))):
+                            pass
                 case BenchRequest():
-                    for shape in req.shapes:
-                        rec = timing.bench(spec, fn, shape, req.dtype, device, backend=req.backend,
-                                           with_compile=req.with_compile)
-                        conn.send(Record(rec))
+                    # the bench tunes with Triton's own timer; the interpreter has none, so there a brief look
+                    tuning = check_tuning.brief(sys.modules.get(req.module), device) if device != "cuda" \
+                        else contextlib.nullcontext()
+                    with tuning:
+                        for shape in req.shapes:
+                            rec = timing.bench(spec, fn, shape, req.dtype, device, backend=req.backend,
+                                               with_compile=req.with_compile)
+                            conn.send(Record(rec))
         changed = watch.changed()
         if changed:
             # The candidate replaced torch functions: its verdict, and every later reference in

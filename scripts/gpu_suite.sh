@@ -182,12 +182,12 @@ step_gputests() {
   # The tests that skip without a GPU (CUDA starters, illegal address in the harness, integration, ceilings).
   "$PY" -m pytest -q -o addopts=-ra -p no:cacheprovider tests/test_cuda_starters_gpu.py tests/test_harness_cheats.py \
     tests/test_integrate.py tests/test_roofline.py tests/test_cuda_selfcheck.py tests/test_inputs.py \
-    tests/test_problem_standalone.py tests/test_sandbox.py tests/test_worker_memory.py > "$RESULTS/pytest_gpu.txt" 2>&1
+    tests/test_problem_standalone.py tests/test_sandbox.py tests/test_worker_memory.py tests/test_check_tuning.py > "$RESULTS/pytest_gpu.txt" 2>&1
   echo "pytest(gpu) rc=$?"; tail -3 "$RESULTS/pytest_gpu.txt"
 }
 
 step_precompile() {
-  # The parallel warm-up (engine/precompile.py, off by default) on the starters' first, cold checks: each checked
+  # The parallel warm-up (engine/precompile.py, on by default) on the starters' first, cold checks: each checked
   # without and with it, a fresh Triton cache each time. PRECOMPILE_KERNELS overrides the list.
   "$PY" scripts/precompile_probe.py --kernels ${PRECOMPILE_KERNELS:-flash_attention:triton softmax:triton matmul:triton} \
     --device "$DEVICE" -o "$RESULTS/precompile_probe.json" > "$RESULTS/precompile_probe.txt" 2>&1
