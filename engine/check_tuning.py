@@ -1,9 +1,9 @@
 """Autotuned candidates in the check's stages: each config timed briefly, since the stages judge results.
 
-Triton's autotuner times every config with `do_bench` (about 125 ms each) on the first call of each new key,
-and the stages call a candidate with a dozen or more new keys (shapes, dtypes, views): an autotuned candidate's
-check spent seconds timing choices nobody keeps, since the bench request loads the candidate afresh and tunes
-at its own shape with the full timing. Inside `brief(module, device)` each config still runs (a config that
+Triton's autotuner times every config with `do_bench` (25 + 100 ms budgets by default) on the first call of each
+new key, and the stages call a candidate with a dozen or more new keys (shapes, dtypes, views): a check would
+spend seconds timing choices nobody keeps, since the bench request loads the candidate afresh and tunes at its
+own shape with the full timing. Inside `brief(module, device)` each config still runs (a config that
 fails to build or crashes still counts as the autotuner would count it), the fastest of a short look is
 chosen, and the stages check what it computes. On the CPU interpreter, which has no device timer for the
 autotuner at all, a config is looked at by the wall clock, so a multi-config candidate can be checked there.
