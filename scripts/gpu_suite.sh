@@ -3,6 +3,7 @@
 #
 #   scripts/gpu_suite.sh setup check profile bench rebench optimize forwards fairness doctor kbeval hotspots pace probe tf32 layout mma gputests kernelbench
 #   scripts/gpu_suite.sh setup multigpu_fixed multigpu multigpu_ray   # a box with several GPUs (issue 22)
+#   MG_EXPERIMENTS=150 scripts/gpu_suite.sh setup multigpu_baseline    # its one-worker session alone, any box
 #   scripts/gpu_suite.sh setup soak                                   # issue 24's soak, .llmwhl/ carried
 #   scripts/gpu_suite.sh setup precompile                             # the parallel warm-up on cold checks
 #
@@ -274,6 +275,13 @@ step_multigpu_fixed() {
   "$PY" scripts/multigpu_bench.py fixed -o "$RESULTS/multigpu" --kernel "${MG_KERNEL:-rmsnorm}" \
     --candidates "${MG_CANDIDATES:-24}" > "$RESULTS/multigpu_fixed.txt" 2>&1
   echo "fixed candidates rc=$?"; tail -4 "$RESULTS/multigpu_fixed.txt"
+}
+
+step_multigpu_baseline() {
+  # Issue 22: the one-worker optimize session of `multigpu` by itself on GPU 0 (a one-GPU box, or nothing beside it).
+  "$PY" scripts/multigpu_bench.py baseline -o "$RESULTS/multigpu" --experiments "${MG_EXPERIMENTS:-12}" \
+    > "$RESULTS/multigpu_baseline.txt" 2>&1
+  echo "baseline session rc=$?"; tail -8 "$RESULTS/multigpu_baseline.txt"
 }
 
 step_multigpu_ray() {

@@ -4,6 +4,7 @@
     python3 scripts/multigpu_bench.py sessions -o DIR [--experiments 12] [--kb PROBLEM_DIR ...]
     python3 scripts/multigpu_bench.py ray -o DIR                   # the optimize session through Ray, added
     python3 scripts/multigpu_bench.py fixed -o DIR [--kernel rmsnorm] [--candidates 24]   # the pool alone
+    python3 scripts/multigpu_bench.py baseline -o DIR [--experiments 12]  # the one-worker session, alone
 
 `consistency` times a few fixed kernels (our softmax and RMSNorm starters, a bf16 GEMM, a copy) on every
 visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports each GPU against the median.
@@ -16,6 +17,8 @@ visible GPU with `triton.testing.do_bench` (L2 flushed, median), and reports eac
   2. then on all GPUs: the same batch with --workers N (N problems side by side, each on its own GPU with one
      worker: engine/kernelbench_lanes.py) and the same optimize session with --workers N (one pool of N).
 `ray` runs that session once more with --ray local (the workers as Ray actors).
+`baseline` runs the one-worker optimize session of `sessions` by itself on GPU 0 (a one-GPU box, or to see
+whether the jobs beside phase 1 slowed it), with the same arguments, fresh database and caches; DIR/baseline.json.
 `fixed` measures the pool alone, without a search whose path depends on what it measures: the same list of
 playbook candidates (every single-knob move of a kernel type's starter, in order) checked in one dtype and
 timed at the type's first bench shape, through a pool of one worker and then of one per GPU, each with its own caches.
@@ -296,6 +299,17 @@ def sessions(out: Path, experiments: int, kb: list[str], kb_experiments: int, wa
     return result
 
 
+def baseline(out: Path, experiments: int) -> dict:
+    """`baseline`: phase 1's one-worker optimize session with nothing beside it."""
+    name = "optimize_w1"
+    t = time.monotonic()
+    run = _finish(name, _spawn(_optimize_args(experiments) + ["--workers", "1"], out / name, "0"), out / name, t)
+    result = {"gpus": gpu_count(), "experiments": experiments, "runs": {name: run}}
+    (out / "baseline.json").write_text(json.dumps(result, indent=1, default=str))
+    _print_summary(result)
+    return result
+
+
 def ray_session(out: Path, experiments: int) -> dict:
     """The optimize session again with its workers as Ray actors on this box, added to DIR/multigpu.json."""
     n = gpu_count()
@@ -427,7 +441,7 @@ def _print_summary(result: dict) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", choices=("consistency", "sessions", "ray", "fixed"))
+    p.add_argument("what", choices=("consistency", "sessions", "ray", "fixed", "baseline"))
     p.add_argument("-o", "--out", required=True)
     p.add_argument("--experiments", type=int, default=12, help="experiments per optimize session")
     p.add_argument("--kb", nargs="*", default=[], help="KernelBench problem folders or files for the batch")
@@ -443,6 +457,8 @@ def main() -> int:
         consistency(out)
     elif args.what == "fixed":
         fixed(out, args.kernel, args.candidates)
+    elif args.what == "baseline":
+        baseline(out, args.experiments)
     elif args.what == "ray":
         ray_session(out, args.experiments)
     else:
