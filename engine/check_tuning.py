@@ -6,7 +6,8 @@ spend seconds timing choices nobody keeps, since the bench request loads the can
 own shape with the full timing. Inside `brief(module, device)` each config still runs (a config that
 fails to build or crashes still counts as the autotuner would count it), the fastest of a short look is
 chosen, and the stages check what it computes. On the CPU interpreter, which has no device timer for the
-autotuner at all, a config is looked at by the wall clock, so a multi-config candidate can be checked there.
+autotuner at all, a config is looked at by the wall clock, so a multi-config candidate can be checked, benched
+and integrated there.
 """
 
 from __future__ import annotations
@@ -67,3 +68,14 @@ def brief(module: ModuleType | None, device: str) -> Iterator[list[Any]]:
                 setattr(tuner, slot, value)
             else:
                 vars(tuner).pop(slot, None)
+
+
+def on_the_interpreter(module: ModuleType | None, device: str) -> None:
+    """For the rest of this process, the module's autotuners look at configs by the wall clock where Triton's
+    interpreter runs them (it gives the autotuner no timer): for a short-lived process that only runs kept
+    kernels, such as integration's."""
+    if device == "cuda":
+        return
+    timer = brief_timer(device)
+    for tuner in autotuners(module):
+        setattr(tuner, _slot(tuner), timer)

@@ -175,13 +175,16 @@ def _compare(ref: list, out: list, atol: float, rtol: float, label: str) -> tupl
     return max_err, problems
 
 
-def _load_kernel(path: str, name: str):
+def _load_kernel(path: str, name: str, device: str):
     import importlib.util
+
+    from .check_tuning import on_the_interpreter
 
     spec = importlib.util.spec_from_file_location(f"autokernel_integrated_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    on_the_interpreter(module, device)  # an autotuned kernel, checked on the interpreter, runs there too
     return module.kernel_fn
 
 
@@ -411,7 +414,7 @@ def run_request(request: dict) -> dict:
         except Exception:  # no spec in this build: the patcher's default tolerances
             spec_tol = {}
         tolerances = {DTYPE_NAMES[d]: list(v) for d, v in spec_tol.items() if d in DTYPE_NAMES}
-        fn = _load_kernel(k["path"], k["kind"])
+        fn = _load_kernel(k["path"], k["kind"], device)
         table[k["kind"]] = kernel_patch.KernelEntry(k["kind"], fn, tolerances=tolerances)
         kinds.append(k["kind"])
     stats = kernel_patch.patch(patched, table)

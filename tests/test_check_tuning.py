@@ -1,5 +1,6 @@
 """Autotuned candidates in the check's stages: every config still runs, timed by a short look (Triton's
-full `do_bench` per config and key made such checks seconds long), and the bench tunes as Triton does."""
+full `do_bench` per config and key made such checks seconds long), and the bench tunes as Triton does; on the
+interpreter, which has no timer for the autotuner, such a kernel is checked, benched and integrated."""
 
 from __future__ import annotations
 
@@ -107,3 +108,22 @@ def test_on_this_gpu_the_real_autotuner_takes_the_short_look(monkeypatch):
         y = kernel_fn(x)
     torch.testing.assert_close(y, torch.softmax(x, dim=-1))
     assert looks == [(check_tuning.WARMUP_MS, check_tuning.REP_MS)] * 3  # each of the three configs
+
+
+def test_an_autotuned_kept_kernel_integrates_on_the_interpreter(tmp_path):
+    from autokernel.engine.examples import example_path
+    from autokernel.engine.integrate import integrate_session_kernels
+
+    # the integration test's RMSNorm with its rows per program left to triton.autotune
+    plain = (Path(__file__).parent / "data" / "triton_rmsnorm.py").read_text()
+    tune = '@triton.autotune(configs=[triton.Config({"ROWS": 16}), triton.Config({"ROWS": 64})], key=["n_rows"])\n'
+    source = plain.replace("@triton.jit", tune + "@triton.jit").replace(
+        "[(triton.cdiv(n_rows, 64),)](x2, weight, y, n_rows, n_cols, eps, ROWS=64,",
+        "[lambda meta: (triton.cdiv(n_rows, meta['ROWS']),)](x2, weight, y, n_rows, n_cols, eps,")
+    assert source.count("autotune") == 1 and "ROWS=64" not in source
+    kernels = [{"kind": "rmsnorm", "candidate_id": "rmsnorm-0003", "source": source, "dtype": "fp32"}]
+    result = integrate_session_kernels(str(example_path("llama")), "cpu", kernels, tmp_path / "work", size="small",
+                                       trials=1, timeout_s=300, compile=False)
+    assert result.correct, result.detail
+    (rms,) = result.replaced
+    assert rms["calls"] > 0 and not rms["mismatches"]
