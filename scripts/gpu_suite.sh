@@ -181,9 +181,11 @@ step_fairness() {
 
 step_gputests() {
   # The tests that skip without a GPU (CUDA starters, illegal address in the harness, integration, ceilings).
-  "$PY" -m pytest -q -o addopts=-ra -p no:cacheprovider tests/test_cuda_starters_gpu.py tests/test_harness_cheats.py \
-    tests/test_integrate.py tests/test_roofline.py tests/test_cuda_selfcheck.py tests/test_inputs.py \
-    tests/test_problem_standalone.py tests/test_sandbox.py tests/test_worker_memory.py tests/test_check_tuning.py > "$RESULTS/pytest_gpu.txt" 2>&1
+  # The short ones first: with cold Triton and extension caches the whole step can outlast a call.
+  "$PY" -m pytest -q -o addopts=-ra -p no:cacheprovider tests/test_check_tuning.py tests/test_worker_memory.py \
+    tests/test_roofline.py tests/test_cuda_starters_gpu.py tests/test_harness_cheats.py tests/test_integrate.py \
+    tests/test_cuda_selfcheck.py tests/test_inputs.py tests/test_problem_standalone.py tests/test_sandbox.py \
+    > "$RESULTS/pytest_gpu.txt" 2>&1
   echo "pytest(gpu) rc=$?"; tail -3 "$RESULTS/pytest_gpu.txt"
 }
 
