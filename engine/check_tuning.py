@@ -72,8 +72,8 @@ def brief(module: ModuleType | None, device: str) -> Iterator[list[Any]]:
 
 def on_the_interpreter(module: ModuleType | None, device: str) -> None:
     """For the rest of this process, the module's autotuners look at configs by the wall clock where Triton's
-    interpreter runs them (it gives the autotuner no timer): for a short-lived process that only runs kept
-    kernels, such as integration's."""
+    interpreter runs them (it gives the autotuner no timer): for a module loaded to be run and let go, as a
+    worker's request or integration's kept kernels are."""
     if device == "cuda":
         return
     timer = brief_timer(device)

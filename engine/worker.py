@@ -15,7 +15,6 @@ child of a candidate dies with it. On CPU it sets TRITON_INTERPRET=1 before anyt
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import shutil
@@ -473,28 +472,25 @@ def _handle(conn: _Duplex, device: str, req: CheckRequest | BenchRequest) -> tup
                 conn.send(LoadError(str(e)))
                 # what it left behind stays in this process
                 return Result(str(e), exiting=guards.replaced() or guards.threads_left(threads_before)), held_before
+            module = sys.modules.get(req.module)
+            check_tuning.on_the_interpreter(module, device)  # which gives Triton's autotuner no timer of its own
             match req:
                 case CheckRequest():
                     ctx = harness.CheckContext(spec, fn, device, extra_shapes=list(req.extra_shapes),
                                                dtypes=_screen_dtypes(spec, req.dtypes))
                     unrun, total = harness.unrun_shapes(ctx)
                     conn.send(Coverage(unrun, total))
-                    module = sys.modules.get(req.module)
                     if precompile.enabled() and spec.entry == "kernel_fn":  # a whole problem builds models: no
                         precompile.warm(ctx, module)
                     with check_tuning.brief(module, device):  # the stages judge results, not a config's speed
                         for _ in harness.run_stages(ctx, on_start=lambda s: conn.send(StageStarted(s)),
                                                     on_end=lambda o: conn.send(StageEnded(o))):
                             pass
-                case BenchRequest():
-                    # the bench tunes with Triton's own timer; the interpreter has none, so there a brief look
-                    tuning = check_tuning.brief(sys.modules.get(req.module), device) if device != "cuda" \
-                        else contextlib.nullcontext()
-                    with tuning:
-                        for shape in req.shapes:
-                            rec = timing.bench(spec, fn, shape, req.dtype, device, backend=req.backend,
-                                               with_compile=req.with_compile)
-                            conn.send(Record(rec))
+                case BenchRequest():  # tuned with Triton's own timer (on a GPU)
+                    for shape in req.shapes:
+                        rec = timing.bench(spec, fn, shape, req.dtype, device, backend=req.backend,
+                                           with_compile=req.with_compile)
+                        conn.send(Record(rec))
         changed = watch.changed()
         if changed:
             # The candidate replaced torch functions: its verdict, and every later reference in
